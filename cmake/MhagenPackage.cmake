@@ -1,0 +1,1 @@
+# Installation rules come with the runtime and CLI issue.

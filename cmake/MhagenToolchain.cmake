@@ -1,0 +1,22 @@
+# Faster rebuilds and links: ccache for every compile, lld for every link,
+# when they are installed.
+find_program(MHAGEN_CCACHE ccache)
+if(MHAGEN_CCACHE)
+  set(CMAKE_C_COMPILER_LAUNCHER "${MHAGEN_CCACHE}")
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${MHAGEN_CCACHE}")
+endif()
+
+find_program(MHAGEN_LLD NAMES ld.lld HINTS /usr/lib/llvm-19/bin NO_DEFAULT_PATH)
+if(NOT MHAGEN_LLD)
+  find_program(MHAGEN_LLD NAMES ld.lld)
+endif()
+if(MHAGEN_LLD)
+  get_filename_component(_lld_dir "${MHAGEN_LLD}" DIRECTORY)
+  include(CheckCXXSourceCompiles)
+  set(CMAKE_REQUIRED_LINK_OPTIONS "-fuse-ld=lld" "-B${_lld_dir}")
+  check_cxx_source_compiles("int main() { return 0; }" MHAGEN_HAVE_LLD)
+  unset(CMAKE_REQUIRED_LINK_OPTIONS)
+  if(MHAGEN_HAVE_LLD)
+    add_link_options("-fuse-ld=lld" "-B${_lld_dir}")
+  endif()
+endif()

@@ -1,0 +1,195 @@
+#include "mhagen/reference/Reference.h"
+
+#include "mhagen/spec/CostModel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+namespace mhagen::ref {
+
+std::vector<float> splitHeads(const std::vector<float> &x, int64_t B,
+                              int64_t T, int64_t heads, int64_t width) {
+  std::vector<float> out(x.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t hd = 0; hd < heads; ++hd)
+        for (int64_t c = 0; c < width; ++c)
+          out[((b * heads + hd) * T + t) * width + c] =
+              x[(b * T + t) * heads * width + hd * width + c];
+  return out;
+}
+
+std::vector<float> mergeHeads(const std::vector<float> &x, int64_t B,
+                              int64_t T, int64_t heads, int64_t width) {
+  std::vector<float> out(x.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t hd = 0; hd < heads; ++hd)
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < width; ++c)
+          out[(b * T + t) * heads * width + hd * width + c] =
+              x[((b * heads + hd) * T + t) * width + c];
+  return out;
+}
+
+template <typename Acc>
+std::vector<Acc> softmax(const std::vector<Acc> &scores,
+                         const std::vector<bool> &visible) {
+  std::vector<Acc> p(scores.size(), Acc(0));
+  Acc mx = -std::numeric_limits<Acc>::infinity();
+  bool any = false;
+  for (size_t j = 0; j < scores.size(); ++j)
+    if (visible[j]) {
+      mx = std::max(mx, scores[j]);
+      any = true;
+    }
+  if (!any)
+    return p; // a fully masked row outputs zeros, not NaN
+  Acc sum = 0;
+  for (size_t j = 0; j < scores.size(); ++j)
+    if (visible[j]) {
+      p[j] = std::exp(scores[j] - mx);
+      sum += p[j];
+    }
+  for (auto &x : p)
+    x /= sum;
+  return p;
+}
+
+template <typename Acc>
+std::vector<Acc> project(const float *x, int64_t rows, int64_t in,
+                         const float *w, int64_t out, const float *bias) {
+  // y[r][o] = bias[o] + sum_i x[r][i] * w[i][o], summed over i in order;
+  // the loop runs i outside o so the inner loop walks w's rows.
+  std::vector<Acc> y(static_cast<size_t>(rows * out));
+  for (int64_t r = 0; r < rows; ++r) {
+    Acc *yr = &y[static_cast<size_t>(r * out)];
+    for (int64_t o = 0; o < out; ++o)
+      yr[o] = bias ? Acc(bias[o]) : Acc(0);
+    for (int64_t i = 0; i < in; ++i) {
+      const Acc xi = Acc(x[r * in + i]);
+      const float *wi = w + i * out;
+      for (int64_t o = 0; o < out; ++o)
+        yr[o] += xi * Acc(wi[o]);
+    }
+  }
+  return y;
+}
+
+// Attention of one query head over its key/value head, on tensors already
+// split into [T, width] rows. Writes Tq x dv outputs.
+template <typename Acc>
+static void attendOneHead(const AttentionSpec &s, const Acc *q, int64_t qStride,
+                          const Acc *k, int64_t kStride, const Acc *v,
+                          int64_t vStride, int64_t Tq, int64_t Tkv,
+                          int64_t kvLen, Acc *out, int64_t outStride) {
+  const Acc scale = static_cast<Acc>(s.effectiveScale());
+  std::vector<Acc> scores(static_cast<size_t>(Tkv));
+  std::vector<bool> visible(static_cast<size_t>(Tkv));
+  for (int64_t i = 0; i < Tq; ++i) {
+    for (int64_t j = 0; j < Tkv; ++j) {
+      visible[j] = maskAllows(s.mask, i, j, Tq, Tkv, kvLen);
+      Acc dot = 0;
+      if (visible[j])
+        for (int64_t c = 0; c < s.d_k; ++c)
+          dot += q[i * qStride + c] * k[j * kStride + c];
+      scores[j] = dot * scale;
+    }
+    std::vector<Acc> p = softmax(scores, visible);
+    for (int64_t c = 0; c < s.d_v; ++c) {
+      Acc acc = 0;
+      for (int64_t j = 0; j < Tkv; ++j)
+        if (p[j] != Acc(0))
+          acc += p[j] * v[j * vStride + c];
+      out[i * outStride + c] = acc;
+    }
+  }
+}
+
+static int64_t kvLength(const AttentionSpec &s, const int32_t *kvLens,
+                        int64_t b, int64_t Tkv) {
+  if (!s.mask.padding)
+    return Tkv;
+  if (!kvLens)
+    throw std::invalid_argument("reference: mask has padding but no kvLens");
+  return kvLens[b];
+}
+
+template <typename Acc>
+std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
+  const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v;
+  std::vector<Acc> out(static_cast<size_t>(a.B * a.Tq * h * dv));
+  // Widen the inputs once; then each head is a strided view.
+  std::vector<Acc> q(a.q, a.q + a.B * a.Tq * h * dk);
+  std::vector<Acc> k(a.k, a.k + a.B * a.Tkv * kv * dk);
+  std::vector<Acc> v(a.v, a.v + a.B * a.Tkv * kv * dv);
+  for (int64_t b = 0; b < a.B; ++b) {
+    const int64_t len = kvLength(s, a.kvLens, b, a.Tkv);
+    for (int64_t i = 0; i < h; ++i) {
+      const int64_t g = i / (h / kv); // the shared key/value head
+      attendOneHead<Acc>(s, &q[(b * a.Tq * h + i) * dk], h * dk,
+                         &k[(b * a.Tkv * kv + g) * dk], kv * dk,
+                         &v[(b * a.Tkv * kv + g) * dv], kv * dv, a.Tq, a.Tkv,
+                         len, &out[(b * a.Tq * h + i) * dv], h * dv);
+    }
+  }
+  return out;
+}
+
+template <typename Acc>
+std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
+  const int64_t B = a.B, T = a.T, d = s.d, h = s.h, kv = s.n_kv;
+  const int64_t dk = s.d_k, dv = s.d_v;
+  const int64_t rows = B * T;
+  const bool bias = s.bias;
+  // Projections: [B*T, d] x [d, n] -> [B*T, n].
+  std::vector<Acc> Q = project<Acc>(a.x, rows, d, a.wq, h * dk,
+                                    bias ? a.bq : nullptr);
+  std::vector<Acc> K = project<Acc>(a.x, rows, d, a.wk, kv * dk,
+                                    bias ? a.bk : nullptr);
+  std::vector<Acc> V = project<Acc>(a.x, rows, d, a.wv, kv * dv,
+                                    bias ? a.bv : nullptr);
+  // Split heads by feature columns and attend: head i reads columns
+  // i*dk..(i+1)*dk-1 of Q, and K/V head g = i / (h/kv).
+  std::vector<Acc> O(static_cast<size_t>(rows * h * dv));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t len = kvLength(s, a.kvLens, b, T);
+    for (int64_t i = 0; i < h; ++i) {
+      const int64_t g = i / (h / kv);
+      attendOneHead<Acc>(s, &Q[b * T * h * dk + i * dk], h * dk,
+                         &K[b * T * kv * dk + g * dk], kv * dk,
+                         &V[b * T * kv * dv + g * dv], kv * dv, T, T, len,
+                         &O[b * T * h * dv + i * dv], h * dv);
+    }
+  }
+  // Merged heads [B*T, h*dv] x W_O [h*dv, d] (+ b_O).
+  std::vector<Acc> Y(static_cast<size_t>(rows * d));
+  for (int64_t r = 0; r < rows; ++r) {
+    Acc *yr = &Y[static_cast<size_t>(r * d)];
+    for (int64_t o = 0; o < d; ++o)
+      yr[o] = bias ? Acc(a.bo[o]) : Acc(0);
+    for (int64_t c = 0; c < h * dv; ++c) {
+      const Acc oc = O[static_cast<size_t>(r * h * dv + c)];
+      const float *wc = a.wo + c * d;
+      for (int64_t o = 0; o < d; ++o)
+        yr[o] += oc * Acc(wc[o]);
+    }
+  }
+  return Y;
+}
+
+template std::vector<float> softmax(const std::vector<float> &,
+                                    const std::vector<bool> &);
+template std::vector<double> softmax(const std::vector<double> &,
+                                     const std::vector<bool> &);
+template std::vector<float> project(const float *, int64_t, int64_t,
+                                    const float *, int64_t, const float *);
+template std::vector<double> project(const float *, int64_t, int64_t,
+                                     const float *, int64_t, const float *);
+template std::vector<float> sdpa(const AttentionSpec &, const SdpaArgs &);
+template std::vector<double> sdpa(const AttentionSpec &, const SdpaArgs &);
+template std::vector<float> layer(const AttentionSpec &, const LayerArgs &);
+template std::vector<double> layer(const AttentionSpec &, const LayerArgs &);
+
+} // namespace mhagen::ref

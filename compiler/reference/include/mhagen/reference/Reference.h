@@ -1,0 +1,70 @@
+// The reference kernels: plain loops that follow shared/DESIGN.md section 1
+// line by line. They are the oracle for every numerical test in mhagen, so
+// they favour being obviously right over being fast.
+//
+// Layouts (row-major, innermost index last):
+//   sdpa:  q [B, Tq, h, dk]   k [B, Tkv, kv, dk]   v [B, Tkv, kv, dv]
+//          out [B, Tq, h, dv]
+//   layer: x [B, T, d]  W_Q [d, h*dk]  W_K [d, kv*dk]  W_V [d, kv*dv]
+//          W_O [h*dv, d]  b_Q [h*dk]  b_K [kv*dk]  b_V [kv*dv]  b_O [d]
+//          y [B, T, d]
+//   kvLens [B]: per-batch key lengths (mask `padding` only).
+// Inputs are f32 values; callers testing bf16/f16 kernels round the inputs
+// to that type first (Numerics.h), so both sides see the same numbers.
+#ifndef MHAGEN_REFERENCE_REFERENCE_H
+#define MHAGEN_REFERENCE_REFERENCE_H
+
+#include "mhagen/spec/AttentionSpec.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace mhagen::ref {
+
+/// [B, T, heads*width] -> [B, heads, T, width]: head i owns features
+/// i*width .. (i+1)*width-1 of every token.
+std::vector<float> splitHeads(const std::vector<float> &x, int64_t B,
+                              int64_t T, int64_t heads, int64_t width);
+/// Exact inverse of splitHeads: [B, heads, T, width] -> [B, T, heads*width].
+std::vector<float> mergeHeads(const std::vector<float> &x, int64_t B,
+                              int64_t T, int64_t heads, int64_t width);
+
+/// Numerically stable softmax over the visible entries of one row
+/// (subtract the row max); hidden entries get 0. A row with nothing
+/// visible is all zeros.
+template <typename Acc>
+std::vector<Acc> softmax(const std::vector<Acc> &scores,
+                         const std::vector<bool> &visible);
+
+/// y[rows, out] = x[rows, in] * w[in, out] (+ bias[out]).
+template <typename Acc>
+std::vector<Acc> project(const float *x, int64_t rows, int64_t in,
+                         const float *w, int64_t out, const float *bias);
+
+struct SdpaArgs {
+  int64_t B = 1, Tq = 1, Tkv = 1;
+  const float *q = nullptr, *k = nullptr, *v = nullptr;
+  const int32_t *kvLens = nullptr; ///< required when the mask has padding
+};
+
+/// Attention core for op = sdpa; returns out [B, Tq, h, dv].
+template <typename Acc>
+std::vector<Acc> sdpa(const AttentionSpec &spec, const SdpaArgs &a);
+
+struct LayerArgs {
+  int64_t B = 1, T = 1;
+  const float *x = nullptr;
+  const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+  const int32_t *kvLens = nullptr;
+};
+
+/// Full layer for op = layer: projections, split, attention per head with
+/// the shared K/V head g = i / (h/kv), merge, output projection. Returns
+/// y [B, T, d].
+template <typename Acc>
+std::vector<Acc> layer(const AttentionSpec &spec, const LayerArgs &a);
+
+} // namespace mhagen::ref
+
+#endif

@@ -1,0 +1,83 @@
+// The numerical tolerances every kernel test uses, in one place.
+// A kernel output o passes against the f64 reference r when
+//   |o - r| <= atol + rtol * |r|   for every element.
+#ifndef MHAGEN_REFERENCE_TOLERANCE_H
+#define MHAGEN_REFERENCE_TOLERANCE_H
+
+#include "mhagen/spec/AttentionSpec.h"
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mhagen {
+
+struct Tolerance {
+  double atol;
+  double rtol;
+};
+
+/// Why these numbers: f32 kernels accumulate in f32 with a polynomial exp
+/// (relative error ~1e-6), so outputs of O(1) land within ~1e-5. f16 and
+/// bf16 kernels store their output in that type (half an ulp: 2^-11 and
+/// 2^-8 relative) and bf16 kernels also round P to bf16 before the P*V dot
+/// product. A layer adds four projections of length d, whose f32 sums grow
+/// the error with sqrt(d); inputs are scaled so outputs stay O(1).
+inline Tolerance toleranceFor(DType t, Op op) {
+  Tolerance tol{};
+  switch (t) {
+  case DType::F32:
+    tol = {2e-5, 1e-4};
+    break;
+  case DType::F16:
+    tol = {2e-3, 4e-3};
+    break;
+  case DType::BF16:
+    tol = {1.2e-2, 1.6e-2};
+    break;
+  }
+  if (op == Op::Layer) {
+    tol.atol *= 4;
+    tol.rtol *= 2;
+  }
+  return tol;
+}
+
+struct Comparison {
+  double maxAbsErr = 0;
+  int64_t worstIndex = -1;
+  int64_t failures = 0;
+  bool sawNaN = false;
+  bool ok() const { return failures == 0 && !sawNaN; }
+};
+
+template <typename T>
+Comparison compareToReference(const std::vector<float> &got,
+                              const std::vector<T> &want, Tolerance tol) {
+  Comparison c;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    double g = got[i], w = static_cast<double>(want[i]);
+    if (std::isnan(g) || std::isinf(g)) {
+      c.sawNaN = true;
+      ++c.failures;
+      if (c.worstIndex < 0)
+        c.worstIndex = static_cast<int64_t>(i);
+      continue;
+    }
+    double e = std::fabs(g - w);
+    if (e > c.maxAbsErr) {
+      c.maxAbsErr = e;
+      c.worstIndex = static_cast<int64_t>(i);
+    }
+    if (e > tol.atol + tol.rtol * std::fabs(w))
+      ++c.failures;
+  }
+  if (got.size() != want.size())
+    ++c.failures;
+  return c;
+}
+
+} // namespace mhagen
+
+#endif

@@ -1,0 +1,186 @@
+#include "mhagen/spec/AttentionSpec.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace mhagen {
+
+const char *toString(Op op) { return op == Op::Sdpa ? "sdpa" : "layer"; }
+
+const char *toString(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  }
+  return "?";
+}
+
+const char *toString(Backend b) {
+  return b == Backend::Halide ? "halide" : "mlir";
+}
+
+int dtypeBytes(DType t) { return t == DType::F32 ? 4 : 2; }
+
+std::string Target::str() const {
+  switch (kind) {
+  case TargetKind::Host:
+    return "host";
+  case TargetKind::Avx2:
+    return "avx2";
+  case TargetKind::Avx512:
+    return "avx512";
+  case TargetKind::Avx512Bf16:
+    return "avx512_bf16";
+  case TargetKind::Cuda:
+    return "cuda_sm" + std::to_string(cudaCapability);
+  case TargetKind::OpenCL:
+    return "opencl";
+  }
+  return "?";
+}
+
+std::string MaskSpec::str() const {
+  if (isNone())
+    return "none";
+  std::string s;
+  auto add = [&](const std::string &term) {
+    if (!s.empty())
+      s += " & ";
+    s += term;
+  };
+  if (causal && window == 0)
+    add("causal");
+  if (window > 0)
+    add("window(" + std::to_string(window) + ")");
+  if (padding)
+    add("padding");
+  return s;
+}
+
+std::string MaskSpec::shortName() const {
+  if (isNone())
+    return "none";
+  std::string s;
+  auto add = [&](const std::string &term) {
+    if (!s.empty())
+      s += "_";
+    s += term;
+  };
+  if (causal && window == 0)
+    add("causal");
+  if (window > 0)
+    add("win" + std::to_string(window));
+  if (padding)
+    add("pad");
+  return s;
+}
+
+double AttentionSpec::effectiveScale() const {
+  if (scale)
+    return *scale;
+  return 1.0 / std::sqrt(static_cast<double>(d_k));
+}
+
+// Shortest text that reads back as the same double.
+static std::string formatDouble(double v) {
+  char buf[64];
+  for (int prec = 1; prec <= 17; ++prec) {
+    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+    if (std::strtod(buf, nullptr) == v)
+      break;
+  }
+  return buf;
+}
+
+std::string AttentionSpec::canonical() const {
+  std::ostringstream os;
+  os << "spec " << kernelName() << " {\n";
+  os << "  op = " << toString(op) << "\n";
+  os << "  d = " << d << "\n";
+  os << "  h = " << h << "\n";
+  os << "  kv = " << n_kv << "\n";
+  os << "  dk = " << d_k << "\n";
+  os << "  dv = " << d_v << "\n";
+  os << "  mask = " << mask.str() << "\n";
+  os << "  dtype = " << toString(dtype) << "\n";
+  os << "  bias = " << (bias ? "true" : "false") << "\n";
+  if (scale)
+    os << "  scale = " << formatDouble(*scale) << "\n";
+  os << "  target = " << target.str() << "\n";
+  os << "  backend = " << toString(backend) << "\n";
+  if (T)
+    os << "  T = " << *T << "\n";
+  if (T_kv)
+    os << "  Tkv = " << *T_kv << "\n";
+  if (B)
+    os << "  B = " << *B << "\n";
+  os << "}\n";
+  return os.str();
+}
+
+std::string AttentionSpec::semanticKey() const {
+  std::ostringstream os;
+  os << "op=" << toString(op) << ";d=" << d << ";h=" << h << ";kv=" << n_kv
+     << ";dk=" << d_k << ";dv=" << d_v << ";mask=" << mask.str()
+     << ";dtype=" << toString(dtype) << ";bias=" << (bias ? 1 : 0)
+     << ";scale=" << formatDouble(effectiveScale());
+  if (T)
+    os << ";T=" << *T;
+  if (T_kv)
+    os << ";Tkv=" << *T_kv;
+  if (B)
+    os << ";B=" << *B;
+  return os.str();
+}
+
+std::string AttentionSpec::hash() const {
+  uint64_t hv = 0xcbf29ce484222325ULL; // FNV-1a 64
+  for (unsigned char c : semanticKey()) {
+    hv ^= c;
+    hv *= 0x100000001b3ULL;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hv));
+  return buf;
+}
+
+std::string AttentionSpec::derivedName() const {
+  std::ostringstream os;
+  os << "mha";
+  if (op == Op::Sdpa)
+    os << "_sdpa";
+  os << "_d" << d << "_h" << h << "_kv" << n_kv << "_dk" << d_k;
+  if (d_v != d_k)
+    os << "_dv" << d_v;
+  os << "_" << mask.shortName() << "_" << toString(dtype);
+  if (bias)
+    os << "_bias";
+  if (scale)
+    os << "_s" << hash().substr(0, 6); // a non-default scale changes the math
+  if (T)
+    os << "_T" << *T;
+  if (T_kv)
+    os << "_Tkv" << *T_kv;
+  if (B)
+    os << "_B" << *B;
+  return os.str();
+}
+
+std::string AttentionSpec::kernelName() const {
+  return name.empty() ? derivedName() : name;
+}
+
+bool AttentionSpec::operator==(const AttentionSpec &o) const {
+  return name == o.name && op == o.op && d == o.d && h == o.h &&
+         d_k == o.d_k && d_v == o.d_v && n_kv == o.n_kv && mask == o.mask &&
+         dtype == o.dtype && bias == o.bias && scale == o.scale &&
+         target == o.target && backend == o.backend && T == o.T &&
+         T_kv == o.T_kv && B == o.B;
+}
+
+} // namespace mhagen

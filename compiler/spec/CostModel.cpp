@@ -1,0 +1,203 @@
+#include "mhagen/spec/CostModel.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+namespace mhagen {
+
+// The fused kernels walk query tiles of 64 rows and key tiles of 32 keys by
+// default (the Halide CPU schedule's defaults); explain reports the scratch
+// that implies.
+static constexpr int64_t kReportQueryTile = 64;
+static constexpr int64_t kReportKeyTile = 32;
+
+int64_t visitedPairs(const MaskSpec &m, int64_t Tq, int64_t Tkv) {
+  if (!m.isCausal())
+    return Tq * Tkv;
+  int64_t count = 0;
+  for (int64_t i = 0; i < Tq; ++i) {
+    const int64_t pos = i + Tkv - Tq;
+    int64_t hi = std::min(pos, Tkv - 1);
+    int64_t lo = m.window > 0 ? std::max<int64_t>(0, pos - m.window + 1) : 0;
+    if (hi >= lo)
+      count += hi - lo + 1;
+  }
+  return count;
+}
+
+CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
+                       int64_t B) {
+  CostReport r;
+  r.Tq = s.T ? *s.T : Tq;
+  r.Tkv = s.T_kv ? *s.T_kv : (s.T ? *s.T : Tkv);
+  if (s.op == Op::Layer)
+    r.Tkv = r.Tq; // a layer attends over its own input
+  r.B = s.B ? *s.B : B;
+  const double Bd = static_cast<double>(r.B);
+
+  if (s.op == Op::Layer) {
+    r.paramsWq = s.d * s.h * s.d_k;
+    r.paramsWk = s.d * s.n_kv * s.d_k;
+    r.paramsWv = s.d * s.n_kv * s.d_v;
+    r.paramsWo = s.h * s.d_v * s.d;
+    if (s.bias)
+      r.paramsBias = s.h * s.d_k + s.n_kv * s.d_k + s.n_kv * s.d_v + s.d;
+    r.paramsTotal =
+        r.paramsWq + r.paramsWk + r.paramsWv + r.paramsWo + r.paramsBias;
+    r.flopsProjections =
+        Bd * (2.0 * r.Tq * s.d * s.h * s.d_k +
+              2.0 * r.Tkv * s.d * s.n_kv * (s.d_k + s.d_v) +
+              2.0 * r.Tq * s.h * s.d_v * s.d);
+  }
+  r.visitedPairs = visitedPairs(s.mask, r.Tq, r.Tkv);
+  r.totalPairs = r.Tq * r.Tkv;
+  r.flopsScores = Bd * 2.0 * r.visitedPairs * s.h * s.d_k;
+  r.flopsWeighted = Bd * 2.0 * r.visitedPairs * s.h * s.d_v;
+  r.flopsTotal = r.flopsProjections + r.flopsScores + r.flopsWeighted;
+  r.flopsNominalAttention = 4.0 * Bd * s.h * r.Tq * r.Tkv * s.d_k;
+  r.kvBytesPerToken = s.n_kv * (s.d_k + s.d_v) * dtypeBytes(s.dtype);
+  r.naiveScoreBytes = s.h * r.Tq * r.Tkv * 4;
+  r.fusedQueryTile = kReportQueryTile;
+  r.fusedKeyTile = kReportKeyTile;
+  // Per thread: the query tile (f32), score and probability tiles, the
+  // P*V tile and the running state (accumulator + max + sum per row).
+  r.fusedScratchBytes =
+      4 * kReportQueryTile *
+      (s.d_k + 2 * kReportKeyTile + 2 * s.d_v + 4);
+  return r;
+}
+
+static std::string withCommas(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
+    s.insert(static_cast<size_t>(i), ",");
+  return (v < 0 ? "-" : "") + s;
+}
+
+static std::string human(double v, const char *unit) {
+  const char *prefixes[] = {"", "K", "M", "G", "T", "P"};
+  int p = 0;
+  while (v >= 1000.0 && p < 5) {
+    v /= 1000.0;
+    ++p;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g %s%s", v, prefixes[p], unit);
+  return buf;
+}
+
+static std::string bytes(int64_t v) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double x = static_cast<double>(v);
+  int u = 0;
+  while (x >= 1024.0 && u < 4) {
+    x /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(v));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f %s", x, units[u]);
+  return buf;
+}
+
+std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
+  std::ostringstream os;
+  char buf[256];
+  os << "spec " << s.kernelName() << " (hash " << s.hash() << ")\n";
+  os << "  op " << toString(s.op) << ", d " << s.d << ", h " << s.h
+     << ", kv " << s.n_kv << " (group " << s.groupSize() << "), dk " << s.d_k
+     << ", dv " << s.d_v << ", mask " << s.mask.str() << ", dtype "
+     << toString(s.dtype) << ", scale " << s.effectiveScale() << "\n";
+  os << "  sizes: B " << r.B << ", T_q " << r.Tq << ", T_kv " << r.Tkv
+     << "\n";
+  os << "parameters:\n";
+  if (s.op == Op::Layer) {
+    auto mat = [&](const char *name, int64_t rows, int64_t cols, int64_t n) {
+      std::snprintf(buf, sizeof buf, "  %-6s %lld x %lld = %s\n", name,
+                    static_cast<long long>(rows), static_cast<long long>(cols),
+                    withCommas(n).c_str());
+      os << buf;
+    };
+    mat("W_Q", s.d, s.h * s.d_k, r.paramsWq);
+    mat("W_K", s.d, s.n_kv * s.d_k, r.paramsWk);
+    mat("W_V", s.d, s.n_kv * s.d_v, r.paramsWv);
+    mat("W_O", s.h * s.d_v, s.d, r.paramsWo);
+    os << "  biases " << withCommas(r.paramsBias) << "\n";
+    os << "  total  " << withCommas(r.paramsTotal) << "\n";
+  } else {
+    os << "  none (op = sdpa takes Q, K, V; the projections are outside "
+          "the kernel)\n";
+  }
+  os << "FLOPs (multiply-add = 2, whole batch):\n";
+  if (s.op == Op::Layer)
+    os << "  projections   " << human(r.flopsProjections, "FLOP") << "\n";
+  os << "  scores QK^T   " << human(r.flopsScores, "FLOP") << "\n";
+  os << "  weighted PV   " << human(r.flopsWeighted, "FLOP") << "\n";
+  os << "  total         " << human(r.flopsTotal, "FLOP") << "\n";
+  std::snprintf(buf, sizeof buf,
+                "  visited pairs %s of %s per head and sequence (%.1f%%)\n",
+                withCommas(r.visitedPairs).c_str(),
+                withCommas(r.totalPairs).c_str(),
+                r.totalPairs ? 100.0 * r.visitedPairs / r.totalPairs : 0.0);
+  os << buf;
+  if (s.mask.padding)
+    os << "  (padding counted as full length; the real count depends on "
+          "the lengths passed at call time)\n";
+  os << "memory:\n";
+  os << "  K/V bytes per token   " << withCommas(r.kvBytesPerToken) << " ("
+     << bytes(r.kvBytesPerToken) << ")\n";
+  os << "  naive score matrix    " << bytes(r.naiveScoreBytes)
+     << " per sequence (h*T_q*T_kv f32)\n";
+  os << "  fused scratch         " << bytes(r.fusedScratchBytes)
+     << " per thread (query tile " << r.fusedQueryTile << ", key tile "
+     << r.fusedKeyTile << "; independent of T_kv)\n";
+  return os.str();
+}
+
+std::string costReportJson(const AttentionSpec &s, const CostReport &r) {
+  nlohmann::ordered_json j;
+  j["name"] = s.kernelName();
+  j["hash"] = s.hash();
+  j["op"] = toString(s.op);
+  j["d"] = s.d;
+  j["h"] = s.h;
+  j["kv"] = s.n_kv;
+  j["dk"] = s.d_k;
+  j["dv"] = s.d_v;
+  j["mask"] = s.mask.str();
+  j["dtype"] = toString(s.dtype);
+  j["scale"] = s.effectiveScale();
+  j["B"] = r.B;
+  j["T_q"] = r.Tq;
+  j["T_kv"] = r.Tkv;
+  nlohmann::ordered_json p;
+  p["W_Q"] = r.paramsWq;
+  p["W_K"] = r.paramsWk;
+  p["W_V"] = r.paramsWv;
+  p["W_O"] = r.paramsWo;
+  p["biases"] = r.paramsBias;
+  p["total"] = r.paramsTotal;
+  j["parameters"] = p;
+  nlohmann::ordered_json f;
+  f["projections"] = r.flopsProjections;
+  f["scores"] = r.flopsScores;
+  f["weighted_sum"] = r.flopsWeighted;
+  f["total"] = r.flopsTotal;
+  f["nominal_attention"] = r.flopsNominalAttention;
+  j["flops"] = f;
+  j["visited_pairs"] = r.visitedPairs;
+  j["total_pairs"] = r.totalPairs;
+  nlohmann::ordered_json m;
+  m["kv_bytes_per_token"] = r.kvBytesPerToken;
+  m["naive_score_bytes"] = r.naiveScoreBytes;
+  m["fused_scratch_bytes_per_thread"] = r.fusedScratchBytes;
+  j["memory"] = m;
+  return j.dump(2);
+}
+
+} // namespace mhagen

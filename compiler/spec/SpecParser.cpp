@@ -1,0 +1,642 @@
+#include "mhagen/spec/SpecParser.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace mhagen {
+
+std::string SourceLoc::str() const {
+  if (line <= 0)
+    return file.empty() ? std::string("<command line>") : file;
+  return file + ":" + std::to_string(line) + ":" + std::to_string(col);
+}
+
+std::string SpecDiagnostic::message() const {
+  std::string m = loc.str() + ": error: ";
+  if (!field.empty())
+    m += "field '" + field + "' = '" + value + "': ";
+  return m + rule;
+}
+
+static std::string joinMessages(const std::vector<SpecDiagnostic> &diags) {
+  std::string s;
+  for (const auto &d : diags) {
+    if (!s.empty())
+      s += "\n";
+    s += d.message();
+  }
+  return s;
+}
+
+SpecError::SpecError(std::vector<SpecDiagnostic> diags)
+    : std::runtime_error(joinMessages(diags)), diags_(std::move(diags)) {}
+
+const std::vector<std::string> &specFieldNames() {
+  static const std::vector<std::string> names = {
+      "op",    "d",      "h",      "kv",      "dk", "dv",  "mask", "dtype",
+      "bias",  "scale",  "target", "backend", "T",  "Tkv", "B"};
+  return names;
+}
+
+std::string canonicalFieldName(const std::string &s) {
+  static const std::map<std::string, std::string> aliases = {
+      {"n_kv", "kv"}, {"d_k", "dk"}, {"d_v", "dv"}, {"T_kv", "Tkv"},
+      {"T_q", "T"}};
+  auto it = aliases.find(s);
+  if (it != aliases.end())
+    return it->second;
+  for (const auto &n : specFieldNames())
+    if (n == s)
+      return n;
+  return "";
+}
+
+static std::string knownFieldList() {
+  std::string s;
+  for (const auto &n : specFieldNames())
+    s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// ---------------------------------------------------------------------------
+// Spec-language text -> RawSpecs.
+namespace {
+
+class Scanner {
+public:
+  Scanner(const std::string &text, const std::string &file)
+      : text_(text), file_(file) {}
+
+  // Skips blanks, newlines and comments ('#' or '//' to end of line).
+  void skipSpaceAndComments() {
+    while (pos_ < text_.size()) {
+      char c = text_[pos_];
+      if (c == '#' || (c == '/' && peek(1) == '/')) {
+        while (pos_ < text_.size() && text_[pos_] != '\n')
+          advance();
+      } else if (std::isspace(static_cast<unsigned char>(c))) {
+        advance();
+      } else {
+        break;
+      }
+    }
+  }
+
+  // Skips blanks and comments but stops at a newline.
+  void skipBlanks() {
+    while (pos_ < text_.size()) {
+      char c = text_[pos_];
+      if (c == '\n')
+        break;
+      if (c == '#' || (c == '/' && peek(1) == '/')) {
+        while (pos_ < text_.size() && text_[pos_] != '\n')
+          advance();
+      } else if (std::isspace(static_cast<unsigned char>(c))) {
+        advance();
+      } else {
+        break;
+      }
+    }
+  }
+
+  bool atEnd() const { return pos_ >= text_.size(); }
+  char cur() const { return atEnd() ? '\0' : text_[pos_]; }
+  char peek(size_t k) const {
+    return pos_ + k < text_.size() ? text_[pos_ + k] : '\0';
+  }
+  void advance() {
+    if (atEnd())
+      return;
+    if (text_[pos_] == '\n') {
+      ++line_;
+      col_ = 1;
+    } else {
+      ++col_;
+    }
+    ++pos_;
+  }
+  SourceLoc loc() const { return SourceLoc{file_, line_, col_}; }
+
+  std::string identifier() {
+    std::string s;
+    if (!(std::isalpha(static_cast<unsigned char>(cur())) || cur() == '_'))
+      return s;
+    while (std::isalnum(static_cast<unsigned char>(cur())) || cur() == '_') {
+      s += cur();
+      advance();
+    }
+    return s;
+  }
+
+  // The text of a field value: up to end of line, ';', '}' or a comment.
+  std::string valueText() {
+    std::string s;
+    while (!atEnd()) {
+      char c = cur();
+      if (c == '\n' || c == ';' || c == '}' || c == '#' ||
+          (c == '/' && peek(1) == '/'))
+        break;
+      s += c;
+      advance();
+    }
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back())))
+      s.pop_back();
+    return s;
+  }
+
+private:
+  const std::string &text_;
+  std::string file_;
+  size_t pos_ = 0;
+  int line_ = 1, col_ = 1;
+};
+
+std::string describe(char c) {
+  if (c == '\0')
+    return "end of file";
+  if (c == '\n')
+    return "end of line";
+  return std::string("'") + c + "'";
+}
+
+} // namespace
+
+std::vector<RawSpec> parseSpecText(const std::string &text,
+                                   const std::string &fileName) {
+  Scanner sc(text, fileName);
+  std::vector<RawSpec> specs;
+  std::set<std::string> names;
+  auto fail = [&](const SourceLoc &loc, const std::string &rule) {
+    throw SpecError({SpecDiagnostic{loc, "", "", rule}});
+  };
+
+  while (true) {
+    sc.skipSpaceAndComments();
+    if (sc.atEnd())
+      break;
+    SourceLoc kwLoc = sc.loc();
+    std::string kw = sc.identifier();
+    if (kw != "spec")
+      fail(kwLoc, "expected 'spec NAME {', found " +
+                      (kw.empty() ? describe(sc.cur()) : "'" + kw + "'"));
+    sc.skipSpaceAndComments();
+    RawSpec raw;
+    raw.loc = sc.loc();
+    raw.name = sc.identifier();
+    if (raw.name.empty())
+      fail(raw.loc, "expected a spec name (letters, digits, '_') after "
+                    "'spec', found " +
+                        describe(sc.cur()));
+    if (!names.insert(raw.name).second)
+      throw SpecError({SpecDiagnostic{raw.loc, "", raw.name,
+                                      "spec '" + raw.name +
+                                          "' is defined twice in this file"}});
+    sc.skipSpaceAndComments();
+    if (sc.cur() != '{')
+      fail(sc.loc(), "expected '{' after 'spec " + raw.name + "', found " +
+                         describe(sc.cur()));
+    sc.advance();
+
+    while (true) {
+      sc.skipSpaceAndComments();
+      if (sc.cur() == '}') {
+        sc.advance();
+        break;
+      }
+      if (sc.atEnd())
+        fail(sc.loc(), "spec '" + raw.name + "' (line " +
+                           std::to_string(raw.loc.line) +
+                           ") is missing its closing '}'");
+      if (sc.cur() == ';') {
+        sc.advance();
+        continue;
+      }
+      SourceLoc fieldLoc = sc.loc();
+      std::string spelled = sc.identifier();
+      if (spelled.empty())
+        fail(fieldLoc, "expected a field name or '}', found " +
+                           describe(sc.cur()));
+      std::string field = canonicalFieldName(spelled);
+      if (field.empty())
+        throw SpecError({SpecDiagnostic{
+            fieldLoc, spelled, "",
+            "unknown field; known fields: " + knownFieldList()}});
+      sc.skipBlanks();
+      if (sc.cur() != '=')
+        fail(sc.loc(),
+             "expected '=' after field '" + spelled + "', found " +
+                 describe(sc.cur()));
+      sc.advance();
+      sc.skipBlanks();
+      RawField value;
+      value.loc = sc.loc();
+      value.value = sc.valueText();
+      if (value.value.empty())
+        fail(value.loc, "field '" + spelled + "' has no value");
+      if (raw.fields.count(field))
+        throw SpecError({SpecDiagnostic{
+            fieldLoc, spelled, value.value,
+            "field given twice (first at line " +
+                std::to_string(raw.fields[field].loc.line) + ")"}});
+      raw.fields[field] = value;
+    }
+    specs.push_back(std::move(raw));
+  }
+  return specs;
+}
+
+// ---------------------------------------------------------------------------
+// Field conversions.
+
+static bool parseInt(const std::string &s, int64_t &out) {
+  if (s.empty())
+    return false;
+  size_t i = (s[0] == '+') ? 1 : 0;
+  if (i == s.size())
+    return false;
+  int64_t v = 0;
+  for (; i < s.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(s[i])))
+      return false;
+    if (v > (INT64_MAX - 9) / 10)
+      return false;
+    v = v * 10 + (s[i] - '0');
+  }
+  out = v;
+  return true;
+}
+
+static bool parseNumber(const std::string &s, double &out) {
+  if (s.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (errno != 0 || end != s.c_str() + s.size())
+    return false;
+  out = v;
+  return true;
+}
+
+bool parseTarget(const std::string &s, Target &out) {
+  Target t;
+  if (s == "host")
+    t.kind = TargetKind::Host;
+  else if (s == "avx2")
+    t.kind = TargetKind::Avx2;
+  else if (s == "avx512")
+    t.kind = TargetKind::Avx512;
+  else if (s == "avx512_bf16")
+    t.kind = TargetKind::Avx512Bf16;
+  else if (s == "opencl")
+    t.kind = TargetKind::OpenCL;
+  else if (s == "cuda") {
+    t.kind = TargetKind::Cuda;
+    t.cudaCapability = 86;
+  } else if (s.rfind("cuda_sm", 0) == 0 || s.rfind("cuda_sm_", 0) == 0) {
+    std::string num = s.substr(s[7] == '_' ? 8 : 7);
+    int64_t cap = 0;
+    if (!parseInt(num, cap))
+      return false;
+    t.kind = TargetKind::Cuda;
+    t.cudaCapability = static_cast<int>(cap);
+  } else {
+    return false;
+  }
+  out = t;
+  return true;
+}
+
+bool parseMask(const std::string &text, const SourceLoc &loc, MaskSpec &out,
+               std::vector<SpecDiagnostic> &diags) {
+  MaskSpec m;
+  bool sawNone = false;
+  size_t i = 0;
+  int terms = 0;
+  auto errorAt = [&](size_t at, const std::string &rule) {
+    SourceLoc l = loc;
+    if (l.line > 0)
+      l.col += static_cast<int>(at);
+    diags.push_back(SpecDiagnostic{l, "mask", text, rule});
+    return false;
+  };
+  auto skip = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+  };
+  const std::string termHelp =
+      "expected a mask term: none, causal, window(W), padding";
+  while (true) {
+    skip();
+    size_t start = i;
+    std::string word;
+    while (i < text.size() &&
+           (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
+      word += text[i++];
+    if (word.empty())
+      return errorAt(start, termHelp);
+    ++terms;
+    if (word == "none") {
+      sawNone = true;
+    } else if (word == "causal") {
+      m.causal = true;
+    } else if (word == "padding") {
+      m.padding = true;
+    } else if (word == "window") {
+      skip();
+      if (i >= text.size() || text[i] != '(')
+        return errorAt(i, "window needs a size: window(W) with W > 0");
+      ++i;
+      skip();
+      size_t numStart = i;
+      std::string num;
+      while (i < text.size() && text[i] != ')' &&
+             !std::isspace(static_cast<unsigned char>(text[i])))
+        num += text[i++];
+      skip();
+      if (i >= text.size() || text[i] != ')')
+        return errorAt(i, "missing ')' after window size");
+      ++i;
+      int64_t w = 0;
+      if (!parseInt(num, w) && !(num.size() > 1 && num[0] == '-'))
+        return errorAt(numStart, "window size '" + num +
+                                     "' is not an integer; use window(W) "
+                                     "with W > 0");
+      if (num.size() > 1 && num[0] == '-')
+        w = -1;
+      if (w <= 0)
+        return errorAt(numStart, "window size must be > 0 (got " + num + ")");
+      if (m.window != 0 && m.window != w)
+        return errorAt(start, "two different window sizes in one mask");
+      m.window = w;
+    } else {
+      return errorAt(start, "unknown mask term '" + word + "'; " + termHelp);
+    }
+    skip();
+    if (i >= text.size())
+      break;
+    if (text[i] != '&')
+      return errorAt(i, std::string("expected '&' between mask terms, found '") +
+                            text[i] + "'");
+    ++i;
+  }
+  if (sawNone && terms > 1)
+    return errorAt(0, "'none' cannot be combined with other mask terms");
+  if (m.window > 0)
+    m.causal = false; // window implies causal; canonical form drops it
+  out = m;
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// RawSpec -> AttentionSpec.
+
+AttentionSpec buildSpec(const RawSpec &raw) {
+  std::vector<SpecDiagnostic> diags;
+  AttentionSpec s;
+  s.name = raw.name;
+
+  auto field = [&](const std::string &name) -> const RawField * {
+    auto it = raw.fields.find(name);
+    return it == raw.fields.end() ? nullptr : &it->second;
+  };
+  auto bad = [&](const std::string &name, const RawField &f,
+                 const std::string &rule) {
+    diags.push_back(SpecDiagnostic{f.loc, name, f.value, rule});
+  };
+  auto missing = [&](const std::string &name, const std::string &rule) {
+    diags.push_back(SpecDiagnostic{raw.loc, name, "", rule});
+  };
+  // Integer fields: > 0 required; the rest of the rules come later.
+  auto intField = [&](const std::string &name, int64_t &out) -> bool {
+    const RawField *f = field(name);
+    if (!f)
+      return false;
+    int64_t v = 0;
+    if (!parseInt(f->value, v)) {
+      std::string rule = "must be a positive integer";
+      if (!f->value.empty() && f->value[0] == '-')
+        rule = "must be > 0";
+      bad(name, *f, rule);
+      return false;
+    }
+    out = v;
+    return true;
+  };
+
+  if (const RawField *f = field("op")) {
+    if (f->value == "sdpa")
+      s.op = Op::Sdpa;
+    else if (f->value == "layer")
+      s.op = Op::Layer;
+    else
+      bad("op", *f, "unknown op; expected sdpa or layer");
+  }
+
+  bool haveD = intField("d", s.d);
+  bool haveH = intField("h", s.h);
+  if (!field("d"))
+    missing("d", "the model width d is required");
+  if (!field("h"))
+    missing("h", "the number of query heads h is required");
+
+  if (!intField("kv", s.n_kv) && !field("kv") && haveH)
+    s.n_kv = s.h; // kv defaults to h (plain multi-head attention)
+  if (!intField("dk", s.d_k) && !field("dk") && haveD && haveH && s.h > 0) {
+    if (s.d % s.h == 0) {
+      s.d_k = s.d / s.h;
+    } else {
+      diags.push_back(SpecDiagnostic{
+          raw.loc, "dk", "",
+          "d (" + std::to_string(s.d) + ") is not divisible by h (" +
+              std::to_string(s.h) + "): give the head width dk explicitly"});
+    }
+  }
+  if (!intField("dv", s.d_v) && !field("dv"))
+    s.d_v = s.d_k; // dv defaults to dk
+
+  if (const RawField *f = field("mask"))
+    parseMask(f->value, f->loc, s.mask, diags);
+
+  if (const RawField *f = field("dtype")) {
+    const std::string &v = f->value;
+    if (v == "f32" || v == "float32")
+      s.dtype = DType::F32;
+    else if (v == "bf16" || v == "bfloat16")
+      s.dtype = DType::BF16;
+    else if (v == "f16" || v == "float16")
+      s.dtype = DType::F16;
+    else
+      bad("dtype", *f, "unknown dtype; expected f32, bf16 or f16");
+  }
+  if (const RawField *f = field("bias")) {
+    if (f->value == "true")
+      s.bias = true;
+    else if (f->value == "false")
+      s.bias = false;
+    else
+      bad("bias", *f, "expected true or false");
+  }
+  if (const RawField *f = field("scale")) {
+    double v = 0;
+    if (f->value == "default") {
+      s.scale.reset();
+    } else if (!parseNumber(f->value, v)) {
+      bad("scale", *f, "must be a number (or 'default' for 1/sqrt(dk))");
+    } else if (!(v > 0) || !std::isfinite(v)) {
+      bad("scale", *f, "must be a finite number > 0");
+    } else {
+      s.scale = v;
+    }
+  }
+  if (const RawField *f = field("target")) {
+    if (!parseTarget(f->value, s.target))
+      bad("target", *f,
+          "unknown target; expected host, avx2, avx512, avx512_bf16, cuda, "
+          "cuda_smXX (e.g. cuda_sm86) or opencl");
+  }
+  if (const RawField *f = field("backend")) {
+    if (f->value == "halide")
+      s.backend = Backend::Halide;
+    else if (f->value == "mlir")
+      s.backend = Backend::Mlir;
+    else
+      bad("backend", *f, "unknown backend; expected halide or mlir");
+  }
+  for (const char *name : {"T", "Tkv", "B"}) {
+    int64_t v = 0;
+    if (intField(name, v)) {
+      if (std::string(name) == "T")
+        s.T = v;
+      else if (std::string(name) == "Tkv")
+        s.T_kv = v;
+      else
+        s.B = v;
+    }
+  }
+
+  // Semantic rules, reported at the location of the field they concern.
+  if (diags.empty()) {
+    for (SpecDiagnostic d : validateSpec(s)) {
+      if (const RawField *f = field(d.field))
+        d.loc = f->loc;
+      else
+        d.loc = raw.loc;
+      diags.push_back(d);
+    }
+  }
+  if (!diags.empty())
+    throw SpecError(diags);
+  if (s.name == s.derivedName())
+    s.name.clear(); // the derived name is what an unnamed spec prints
+  return s;
+}
+
+std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
+  std::vector<SpecDiagnostic> out;
+  auto rule = [&](const std::string &field, const std::string &value,
+                  const std::string &text) {
+    out.push_back(SpecDiagnostic{SourceLoc{}, field, value, text});
+  };
+  auto str = [](int64_t v) { return std::to_string(v); };
+  // Sizes are bounded so every index of every supported tensor fits int32
+  // per dimension and the product of head count and width stays sane.
+  const int64_t kMaxDim = 1 << 20;
+  struct SizeField {
+    const char *name;
+    int64_t value;
+  };
+  for (SizeField f : {SizeField{"d", s.d}, SizeField{"h", s.h},
+                      SizeField{"kv", s.n_kv}, SizeField{"dk", s.d_k},
+                      SizeField{"dv", s.d_v}}) {
+    if (f.value <= 0)
+      rule(f.name, str(f.value), "must be > 0");
+    else if (f.value > kMaxDim)
+      rule(f.name, str(f.value), "must be <= " + str(kMaxDim));
+  }
+  if (!out.empty())
+    return out;
+  if (s.n_kv > s.h)
+    rule("kv", str(s.n_kv),
+         "kv (" + str(s.n_kv) + ") must not exceed h (" + str(s.h) + ")");
+  else if (s.h % s.n_kv != 0)
+    rule("kv", str(s.n_kv),
+         "h (" + str(s.h) + ") must be divisible by kv (" + str(s.n_kv) + ")");
+  if (s.h * s.d_k > kMaxDim)
+    rule("dk", str(s.d_k),
+         "h * dk (" + str(s.h * s.d_k) + ") must be <= " + str(kMaxDim));
+  if (s.h * s.d_v > kMaxDim)
+    rule("dv", str(s.d_v),
+         "h * dv (" + str(s.h * s.d_v) + ") must be <= " + str(kMaxDim));
+  if (s.mask.window < 0)
+    rule("mask", s.mask.str(), "window size must be > 0");
+  if (s.bias && s.op != Op::Layer)
+    rule("bias", "true",
+         "biases belong to the projections: bias = true needs op = layer");
+  if (s.scale && (!(*s.scale > 0) || !std::isfinite(*s.scale)))
+    rule("scale", std::to_string(*s.scale), "must be a finite number > 0");
+  if (s.target.kind == TargetKind::Cuda &&
+      (s.target.cudaCapability < 30 || s.target.cudaCapability > 120))
+    rule("target", s.target.str(),
+         "CUDA capability must be between sm_30 and sm_120");
+  struct OptField {
+    const char *name;
+    std::optional<int64_t> value;
+  };
+  for (OptField f : {OptField{"T", s.T}, OptField{"Tkv", s.T_kv},
+                     OptField{"B", s.B}}) {
+    if (f.value && *f.value <= 0)
+      rule(f.name, str(*f.value), "must be > 0");
+    else if (f.value && *f.value > (int64_t(1) << 24))
+      rule(f.name, str(*f.value), "must be <= 16777216");
+  }
+  if (s.op == Op::Layer && s.T && s.T_kv && *s.T != *s.T_kv)
+    rule("Tkv", str(*s.T_kv),
+         "op = layer attends over its own input: Tkv must equal T (" +
+             str(*s.T) + ")");
+  return out;
+}
+
+std::vector<AttentionSpec> parseSpecs(const std::string &text,
+                                      const std::string &fileName) {
+  std::vector<AttentionSpec> specs;
+  std::vector<SpecDiagnostic> diags;
+  for (const RawSpec &raw : parseSpecText(text, fileName)) {
+    try {
+      specs.push_back(buildSpec(raw));
+    } catch (const SpecError &e) {
+      diags.insert(diags.end(), e.diagnostics().begin(),
+                   e.diagnostics().end());
+    }
+  }
+  if (!diags.empty())
+    throw SpecError(diags);
+  return specs;
+}
+
+std::vector<AttentionSpec> parseSpecFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw SpecError({SpecDiagnostic{SourceLoc{path, 0, 0}, "", "",
+                                    "cannot read spec file"}});
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parseSpecs(ss.str(), path);
+}
+
+std::string printSpecs(const std::vector<AttentionSpec> &specs) {
+  std::string out;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i)
+      out += "\n";
+    out += specs[i].canonical();
+  }
+  return out;
+}
+
+} // namespace mhagen

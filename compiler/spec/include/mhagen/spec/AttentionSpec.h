@@ -1,0 +1,105 @@
+// AttentionSpec: the one description of an attention kernel that flows through
+// every stage of mhagen (parser -> validation -> backend -> driver -> runtime
+// manifest). The math it describes is in shared/DESIGN.md section 1.
+#ifndef MHAGEN_SPEC_ATTENTIONSPEC_H
+#define MHAGEN_SPEC_ATTENTIONSPEC_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mhagen {
+
+enum class Op { Sdpa, Layer };
+enum class DType { F32, BF16, F16 };
+enum class Backend { Halide, Mlir };
+
+/// Where a kernel runs. `Host` is resolved to the best CPU target this
+/// machine supports before a backend sees the spec (see resolveHostTarget).
+enum class TargetKind { Host, Avx2, Avx512, Avx512Bf16, Cuda, OpenCL };
+
+struct Target {
+  TargetKind kind = TargetKind::Host;
+  /// CUDA compute capability (e.g. 86 for sm_86); only for kind == Cuda.
+  int cudaCapability = 0;
+
+  bool isCpu() const {
+    return kind != TargetKind::Cuda && kind != TargetKind::OpenCL;
+  }
+  bool isGpu() const { return !isCpu(); }
+  /// Canonical name: host, avx2, avx512, avx512_bf16, cuda_sm86, opencl.
+  std::string str() const;
+  bool operator==(const Target &o) const {
+    return kind == o.kind && cudaCapability == o.cudaCapability;
+  }
+};
+
+/// The mask algebra of the spec language: a conjunction of causal,
+/// window(W) (which implies causal) and padding. All false/zero is `none`.
+struct MaskSpec {
+  bool causal = false;
+  int64_t window = 0; ///< 0: no window; otherwise W > 0 (implies causal)
+  bool padding = false;
+
+  bool isNone() const { return !causal && window == 0 && !padding; }
+  bool isCausal() const { return causal || window > 0; }
+  /// Canonical text: "none", or terms joined by " & " in the order
+  /// causal, window(W), padding; causal is not printed when window is set.
+  std::string str() const;
+  /// Short form for kernel names: none, causal, win256, pad, causal_pad.
+  std::string shortName() const;
+  bool operator==(const MaskSpec &o) const {
+    return causal == o.causal && window == o.window && padding == o.padding;
+  }
+};
+
+struct AttentionSpec {
+  std::string name; ///< user label; empty means "use derivedName()"
+  Op op = Op::Layer; ///< the full layer unless the spec says sdpa
+  int64_t d = 0;    ///< model width
+  int64_t h = 0;    ///< query heads
+  int64_t d_k = 0;  ///< query/key head width
+  int64_t d_v = 0;  ///< value head width
+  int64_t n_kv = 0; ///< key/value heads (h % n_kv == 0)
+  MaskSpec mask;
+  DType dtype = DType::F32;
+  bool bias = false;                ///< projection biases (op = layer only)
+  std::optional<double> scale;      ///< unset: 1/sqrt(d_k)
+  Target target;                    ///< where it runs
+  Backend backend = Backend::Halide;
+  std::optional<int64_t> T;    ///< static query length
+  std::optional<int64_t> T_kv; ///< static key/value length
+  std::optional<int64_t> B;    ///< static batch
+
+  double effectiveScale() const;
+  int64_t groupSize() const { return h / n_kv; }
+
+  /// The whole spec as a `spec NAME { ... }` block in the spec language,
+  /// one field a line in a fixed order. parse(canonical()) gives back this
+  /// spec and printing it again gives the same text.
+  std::string canonical() const;
+  /// One line holding only what changes the computation (no name, target
+  /// or backend): two specs with equal keys compute the same function.
+  std::string semanticKey() const;
+  /// 16 hex digits, FNV-1a 64 of semanticKey(): stable across runs and
+  /// machines; used as cache and tuning key together with the target.
+  std::string hash() const;
+  /// mha_d4096_h32_kv8_dk128_causal_f32 (layer); mha_sdpa_... for the
+  /// attention core; + _dv, _bias, _T... when those are set.
+  std::string derivedName() const;
+  /// name if set, else derivedName().
+  std::string kernelName() const;
+
+  bool operator==(const AttentionSpec &o) const;
+  bool operator!=(const AttentionSpec &o) const { return !(*this == o); }
+};
+
+const char *toString(Op op);
+const char *toString(DType t);
+const char *toString(Backend b);
+/// Size in bytes of one element of the given input dtype.
+int dtypeBytes(DType t);
+
+} // namespace mhagen
+
+#endif

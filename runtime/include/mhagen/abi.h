@@ -1,0 +1,98 @@
+/* The binary contract between generated kernels and the mhagen runtime
+ * (shared/DESIGN.md section 4). Every backend produces exactly this ABI for
+ * the same spec, so kernels from different backends are interchangeable.
+ *
+ * Tensor layouts (row-major, innermost index last; element type = the
+ * spec's dtype: f32 = float, bf16/f16 = uint16_t bit patterns):
+ *   op = sdpa : q [B, Tq, h, dk], k [B, Tkv, kv, dk], v [B, Tkv, kv, dv],
+ *               out [B, Tq, h, dv]
+ *   op = layer: x [B, T, d], w_q [d, h*dk], w_k [d, kv*dk], w_v [d, kv*dv],
+ *               w_o [h*dv, d], b_q [h*dk], b_k [kv*dk], b_v [kv*dv],
+ *               b_o [d], out [B, T, d]
+ * Within a token, heads and features are dense. Between tokens and between
+ * batches a stride (in elements) may be given, so Q/K/V can be views into a
+ * fused QKV buffer; 0 means dense. */
+#ifndef MHAGEN_ABI_H
+#define MHAGEN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Bumped whenever mhagen_call_args or mhagen_kernel_desc change. */
+#define MHAGEN_ABI_VERSION 1
+
+/** Error codes: every entry point returns MHAGEN_OK or one of these, and
+ * mhagen_last_error() holds the message. */
+enum mhagen_status {
+  MHAGEN_OK = 0,
+  MHAGEN_ERR_INVALID_ARGUMENT = 1, /* null pointer, bad size or stride */
+  MHAGEN_ERR_SHAPE_MISMATCH = 2,   /* sizes disagree with the spec */
+  MHAGEN_ERR_UNSUPPORTED_CPU = 3,  /* CPU lacks an instruction set */
+  MHAGEN_ERR_NO_DEVICE = 4,        /* no CUDA/OpenCL device or driver */
+  MHAGEN_ERR_ABI_MISMATCH = 5,     /* kernel or caller of another ABI */
+  MHAGEN_ERR_NOT_FOUND = 6,        /* no kernel matches a lookup */
+  MHAGEN_ERR_LOAD_FAILED = 7,      /* dlopen or manifest problem */
+  MHAGEN_ERR_KERNEL_FAILED = 8     /* the kernel itself reported an error */
+};
+
+/** The arguments of one kernel call. Fill abi_version with
+ * MHAGEN_ABI_VERSION; unused pointers stay NULL. */
+typedef struct mhagen_call_args {
+  uint32_t abi_version;
+  uint32_t flags; /* reserved, must be 0 */
+  int64_t batch;  /* B */
+  int64_t t_q;    /* query tokens (op = layer: tokens) */
+  int64_t t_kv;   /* key/value tokens (op = layer: 0 or equal to t_q) */
+
+  /* op = sdpa */
+  const void *q, *k, *v;
+  int64_t q_token_stride, k_token_stride, v_token_stride; /* 0 = dense */
+  int64_t q_batch_stride, k_batch_stride, v_batch_stride; /* 0 = dense */
+
+  /* op = layer */
+  const void *x;
+  const void *w_q, *w_k, *w_v, *w_o;
+  const void *b_q, *b_k, *b_v, *b_o; /* spec with bias = true only */
+
+  /* output (both ops) */
+  void *out;
+  int64_t out_token_stride, out_batch_stride; /* 0 = dense */
+
+  /* mask `padding`: batch b sees keys [0, kv_lens[b]) */
+  const int32_t *kv_lens;
+
+  /* GPU kernels: nonzero when the tensor pointers above are device
+   * pointers (CUDA) already; 0 copies host memory in and out. */
+  int32_t device_pointers;
+  int32_t reserved0;
+} mhagen_call_args;
+
+/** What a generated kernel exports. The runtime reads the manifest (JSON)
+ * once at registration; `run` is called only after the runtime checked the
+ * CPU, the device and every argument against it. */
+typedef struct mhagen_kernel_desc {
+  uint32_t abi_version;
+  const char *symbol;        /* entry point name of this variant */
+  const char *manifest_json; /* KernelManifest, see manifest.hpp */
+  /* Runs the kernel on validated arguments; returns 0 or writes at most
+   * errlen bytes of message to err and returns nonzero. */
+  int (*run)(const mhagen_call_args *args, char *err, size_t errlen);
+} mhagen_kernel_desc;
+
+/** A shared library of kernels exports this symbol: a NULL-terminated
+ * array of descriptors. */
+#define MHAGEN_LIBRARY_SYMBOL "mhagen_library_kernels"
+
+/* Called by generated code (and by the header's entry points). */
+int mhagen_register_kernel(const mhagen_kernel_desc *desc);
+int mhagen_invoke(const mhagen_kernel_desc *desc, const mhagen_call_args *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

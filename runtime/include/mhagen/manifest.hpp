@@ -1,0 +1,57 @@
+// KernelManifest: what a generated kernel says about itself. The compiler
+// writes it (next to the object file and inside it) and the runtime reads it
+// to check ABI, CPU features, device and call arguments. The format lives
+// here, in the runtime, because the runtime must read it; the compiler
+// writes it through these same definitions.
+#ifndef MHAGEN_MANIFEST_HPP
+#define MHAGEN_MANIFEST_HPP
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mhagen {
+
+/// The spec as the runtime needs it (the runtime does not include the
+/// compiler's AttentionSpec). Static sizes are 0 when set at call time.
+struct ManifestSpec {
+  std::string canonical;    ///< spec-language text (AttentionSpec::canonical)
+  std::string semanticKey;  ///< AttentionSpec::semanticKey
+  std::string hash;         ///< AttentionSpec::hash
+  std::string op;           ///< "sdpa" | "layer"
+  int64_t d = 0, h = 0, d_k = 0, d_v = 0, n_kv = 0;
+  bool causal = false;
+  int64_t window = 0;
+  bool padding = false;
+  std::string dtype; ///< "f32" | "bf16" | "f16"
+  bool bias = false;
+  double scale = 0;
+  int64_t T = 0, T_kv = 0, B = 0;
+};
+
+struct KernelManifest {
+  int abiVersion = 0;
+  std::string mhagenVersion;
+  std::string symbol;     ///< entry point of this variant
+  std::string kernelName; ///< the spec's name, shared by its variants
+  ManifestSpec spec;
+  std::string target;  ///< avx2 | avx512 | avx512_bf16 | cuda_smXX | opencl
+  std::string backend; ///< halide | mlir
+  std::string device;  ///< cpu | cuda | opencl
+  std::vector<std::string> cpuFeatures; ///< all must be present to run
+  std::string scheduleJson = "{}";      ///< backend's schedule parameters
+  std::string tuningJson = "{}";        ///< provenance of the schedule
+
+  /// Deterministic JSON (fixed key order, 2-space indent, trailing newline).
+  std::string toJson() const;
+  /// Parses and checks required fields; on failure returns false and says
+  /// why in *error.
+  static bool fromJson(const std::string &json, KernelManifest &out,
+                       std::string *error);
+
+  int elementBytes() const { return spec.dtype == "f32" ? 4 : 2; }
+};
+
+} // namespace mhagen
+
+#endif

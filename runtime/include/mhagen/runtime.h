@@ -1,0 +1,87 @@
+/* The mhagen runtime: finds, checks and calls generated attention kernels.
+ *
+ * Kernels arrive two ways: linked into the program (each generated object
+ * registers itself before main) or from a shared library built with
+ * `mhagen --shared` and opened with mhagen_load_library(). Every function
+ * returns a status (abi.h) and leaves a message in mhagen_last_error(); none
+ * aborts, none prints unless mhagen_set_verbose(1) was called.
+ *
+ * Thread safety: every function may be called from any thread. Lookups and
+ * calls run concurrently; loading takes a lock. Kernels run on a shared
+ * thread pool whose size mhagen_set_num_threads() sets (default: the number
+ * of CPUs, or $MHAGEN_NUM_THREADS). */
+#ifndef MHAGEN_RUNTIME_H
+#define MHAGEN_RUNTIME_H
+
+#include "mhagen/abi.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mhagen_kernel mhagen_kernel;   /* a registered kernel */
+typedef struct mhagen_library mhagen_library; /* an opened shared library */
+
+/** The calling thread's last error message ("" if none). */
+const char *mhagen_last_error(void);
+/** 1: print errors to stderr as they happen. */
+void mhagen_set_verbose(int on);
+
+/* ---- threads ---- */
+/** Threads used by every kernel call from now on (n >= 1). */
+int mhagen_set_num_threads(int n);
+int mhagen_get_num_threads(void);
+
+/* ---- CPU features ---- */
+/** 1 if the running CPU (and OS) supports the feature named as in
+ * manifests: sse41, avx, avx2, fma, f16c, avx512f, avx512cd, avx512bw,
+ * avx512dq, avx512vl, avx512ifma, avx512vbmi, avx512_vnni, avx512_bf16,
+ * avx512_fp16, amx_bf16. */
+int mhagen_cpu_has(const char *feature);
+/** Space-separated list of the supported features. */
+const char *mhagen_cpu_features(void);
+/** Testing hook: pretend the CPU has exactly these (space- or
+ * comma-separated) features; NULL restores detection. */
+void mhagen_override_cpu_features(const char *features);
+
+/* ---- loading and lookup ---- */
+/** Opens a shared library of kernels and registers each of them. Kernels
+ * whose ABI version or manifest is unusable are refused (the call fails and
+ * names them). */
+int mhagen_load_library(const char *path, mhagen_library **out);
+/** Number of kernels a library brought, and each of them. */
+int mhagen_library_kernel_count(const mhagen_library *lib);
+const mhagen_kernel *mhagen_library_kernel(const mhagen_library *lib, int i);
+
+int mhagen_kernel_count(void);
+const mhagen_kernel *mhagen_kernel_at(int i);
+
+/** Finds the best kernel for a key: a variant symbol, a kernel name, a spec
+ * hash, a semantic key or a canonical spec text. Among variants of one spec
+ * it picks the best the running CPU supports (avx512_bf16 > avx512 > avx2,
+ * then the first registered); $MHAGEN_FORCE_TARGET forces one target. */
+int mhagen_find(const char *key, const mhagen_kernel **out);
+/** Like mhagen_find but forces the target (e.g. "avx2") and/or backend
+ * ("halide", "mlir"); NULL leaves that choice free. A forced variant the CPU
+ * cannot run is refused with MHAGEN_ERR_UNSUPPORTED_CPU. */
+int mhagen_find_variant(const char *key, const char *target,
+                        const char *backend, const mhagen_kernel **out);
+
+/* ---- a kernel ---- */
+const char *mhagen_kernel_symbol(const mhagen_kernel *k);
+const char *mhagen_kernel_name(const mhagen_kernel *k);
+const char *mhagen_kernel_target(const mhagen_kernel *k);
+const char *mhagen_kernel_backend(const mhagen_kernel *k);
+const char *mhagen_kernel_hash(const mhagen_kernel *k);
+const char *mhagen_kernel_manifest(const mhagen_kernel *k);
+/** MHAGEN_OK if this machine can run the kernel (CPU features, device). */
+int mhagen_kernel_usable(const mhagen_kernel *k);
+
+/** Validates every argument against the kernel's spec, then runs it. */
+int mhagen_call(const mhagen_kernel *k, const mhagen_call_args *args);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,161 @@
+// CPU feature detection from cpuid and xgetbv: an instruction set counts only
+// when the CPU has it and the OS saves its registers (XCR0), so a kernel is
+// never run where it would die with SIGILL.
+#include "RuntimeInternal.h"
+
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace mhagen::rt {
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+uint64_t readXcr0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (uint64_t(edx) << 32) | eax;
+}
+#endif
+
+std::set<std::string> detect() {
+  std::set<std::string> f;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return f;
+  const bool sse41 = c & (1u << 19);
+  const bool osxsave = c & (1u << 27);
+  const bool avx = c & (1u << 28);
+  const bool fma = c & (1u << 12);
+  const bool f16c = c & (1u << 29);
+  if (sse41)
+    f.insert("sse41");
+  uint64_t xcr0 = osxsave ? readXcr0() : 0;
+  const bool osAvx = (xcr0 & 0x6) == 0x6;          // SSE and AVX state
+  const bool osAvx512 = osAvx && (xcr0 & 0xe0) == 0xe0; // opmask, ZMM
+  const bool osAmx = (xcr0 & 0x60000) == 0x60000;
+  if (!osAvx)
+    return f;
+  if (avx)
+    f.insert("avx");
+  if (fma)
+    f.insert("fma");
+  if (f16c)
+    f.insert("f16c");
+  unsigned maxLeaf = __get_cpuid_max(0, nullptr);
+  if (maxLeaf < 7)
+    return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  if (b & (1u << 5))
+    f.insert("avx2");
+  if (osAvx512) {
+    if (b & (1u << 16))
+      f.insert("avx512f");
+    if (b & (1u << 17))
+      f.insert("avx512dq");
+    if (b & (1u << 21))
+      f.insert("avx512ifma");
+    if (b & (1u << 28))
+      f.insert("avx512cd");
+    if (b & (1u << 30))
+      f.insert("avx512bw");
+    if (b & (1u << 31))
+      f.insert("avx512vl");
+    if (c & (1u << 1))
+      f.insert("avx512vbmi");
+    if (c & (1u << 11))
+      f.insert("avx512_vnni");
+    if (d & (1u << 23))
+      f.insert("avx512_fp16");
+  }
+  if (osAmx && (d & (1u << 22)))
+    f.insert("amx_bf16");
+  unsigned a1, b1, c1, d1;
+  __cpuid_count(7, 1, a1, b1, c1, d1);
+  if (osAvx512 && (a1 & (1u << 5)))
+    f.insert("avx512_bf16");
+#endif
+  return f;
+}
+
+struct FeatureState {
+  std::mutex mu;
+  bool overridden = false;
+  std::set<std::string> detected = detect();
+  std::set<std::string> overrideSet;
+  std::string text;
+};
+
+FeatureState &state() {
+  static FeatureState s;
+  return s;
+}
+
+} // namespace
+
+std::set<std::string> cpuFeatures() {
+  FeatureState &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.overridden ? s.overrideSet : s.detected;
+}
+
+std::string missingCpuFeatures(const std::vector<std::string> &required) {
+  std::set<std::string> have = cpuFeatures();
+  std::string missing;
+  for (const auto &r : required)
+    if (!have.count(r))
+      missing += (missing.empty() ? "" : " ") + r;
+  return missing;
+}
+
+} // namespace mhagen::rt
+
+using namespace mhagen::rt;
+
+extern "C" int mhagen_cpu_has(const char *feature) {
+  if (!feature)
+    return 0;
+  return cpuFeatures().count(feature) ? 1 : 0;
+}
+
+extern "C" const char *mhagen_cpu_features(void) {
+  FeatureState &s = state();
+  std::set<std::string> have = cpuFeatures();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::ostringstream os;
+  for (const auto &f : have)
+    os << (os.tellp() > 0 ? " " : "") << f;
+  s.text = os.str();
+  return s.text.c_str();
+}
+
+extern "C" void mhagen_override_cpu_features(const char *features) {
+  FeatureState &s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  bumpFeatureEpoch();
+  if (!features) {
+    s.overridden = false;
+    s.overrideSet.clear();
+    return;
+  }
+  s.overridden = true;
+  s.overrideSet.clear();
+  std::string cur;
+  for (const char *p = features;; ++p) {
+    if (*p == ' ' || *p == ',' || *p == '\0') {
+      if (!cur.empty())
+        s.overrideSet.insert(cur);
+      cur.clear();
+      if (*p == '\0')
+        break;
+    } else {
+      cur += *p;
+    }
+  }
+}

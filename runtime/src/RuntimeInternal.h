@@ -1,0 +1,43 @@
+// Internal interfaces shared by the runtime's source files.
+#ifndef MHAGEN_RUNTIME_INTERNAL_H
+#define MHAGEN_RUNTIME_INTERNAL_H
+
+#include "mhagen/abi.h"
+#include "mhagen/manifest.hpp"
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace mhagen::rt {
+
+/// Sets the calling thread's last error (and prints it when verbose);
+/// returns `code` so callers can `return fail(...)`.
+int fail(int code, const std::string &message);
+void clearError();
+
+std::set<std::string> cpuFeatures();
+/// Invalidates cached usability checks (the CPU-feature override changed).
+void bumpFeatureEpoch();
+/// Space-separated names of required features the CPU lacks ("" if none).
+std::string missingCpuFeatures(const std::vector<std::string> &required);
+
+/// MHAGEN_OK if a device of that kind ("cuda", "opencl") with a driver is
+/// present; otherwise MHAGEN_ERR_NO_DEVICE and *why says what is missing.
+int devicePresent(const std::string &device, std::string *why);
+
+/// Checks every argument of a call against the manifest; MHAGEN_OK or an
+/// error code with the message set.
+int validateCall(const KernelManifest &m, const mhagen_call_args *a);
+
+/// Makes sure the shared thread pool is configured (thread count, silent
+/// error handler) before the first kernel runs.
+void ensureRuntimeInitialized();
+
+/// The last error the backend runtime (Halide) reported on any thread;
+/// cleared by reading.
+std::string takeBackendError();
+
+} // namespace mhagen::rt
+
+#endif

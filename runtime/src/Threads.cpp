@@ -1,0 +1,103 @@
+// The shared thread pool. Kernels of both backends run their parallel loops
+// on the Halide runtime's thread pool, which is linked into this library
+// once (kernel objects are generated without their own copy), so one call
+// sets the thread count for every kernel in the process.
+#include "mhagen/runtime.h"
+
+#include "RuntimeInternal.h"
+
+#include <HalideRuntime.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+namespace mhagen::rt {
+
+namespace {
+std::mutex backendErrorMu;
+std::string backendError;
+std::once_flag initOnce;
+int numThreads = 0;
+std::mutex threadsMu;
+
+// Halide reports errors (e.g. a failed allocation) through this handler;
+// keep the message for the caller instead of printing it.
+void onHalideError(void *, const char *msg) {
+  std::lock_guard<std::mutex> lock(backendErrorMu);
+  backendError = msg ? msg : "";
+  while (!backendError.empty() && backendError.back() == '\n')
+    backendError.pop_back();
+}
+void onHalidePrint(void *, const char *) {}
+
+int defaultThreads() {
+  if (const char *env = std::getenv("MHAGEN_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n >= 1)
+      return n;
+  }
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw ? static_cast<int>(hw) : 1;
+}
+} // namespace
+
+std::string takeBackendError() {
+  std::lock_guard<std::mutex> lock(backendErrorMu);
+  std::string e = backendError.empty() ? "the kernel reported an error"
+                                       : backendError;
+  backendError.clear();
+  return e;
+}
+
+void ensureRuntimeInitialized() {
+  std::call_once(initOnce, [] {
+    halide_set_error_handler(onHalideError);
+    halide_set_custom_print(onHalidePrint);
+    std::lock_guard<std::mutex> lock(threadsMu);
+    if (numThreads == 0)
+      numThreads = defaultThreads();
+    halide_set_num_threads(numThreads);
+  });
+}
+
+} // namespace mhagen::rt
+
+using namespace mhagen::rt;
+
+extern "C" int mhagen_set_num_threads(int n) {
+  if (n < 1)
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                "thread count must be >= 1 (got " + std::to_string(n) + ")");
+  ensureRuntimeInitialized();
+  std::lock_guard<std::mutex> lock(threadsMu);
+  numThreads = n;
+  halide_set_num_threads(n);
+  return MHAGEN_OK;
+}
+
+extern "C" int mhagen_get_num_threads(void) {
+  ensureRuntimeInitialized();
+  std::lock_guard<std::mutex> lock(threadsMu);
+  return numThreads;
+}
+
+namespace {
+struct ParallelClosure {
+  int (*fn)(void *, int);
+  void *ctx;
+};
+int parallelTrampoline(void *, int i, uint8_t *closure) {
+  auto *c = reinterpret_cast<ParallelClosure *>(closure);
+  return c->fn(c->ctx, i);
+}
+} // namespace
+
+/* Runs fn(ctx, i) for i in [0, n) on the shared pool; used by kernels that
+ * do not bring a thread pool of their own (the MLIR backend's). */
+extern "C" int mhagen_parallel_for(int (*fn)(void *, int), void *ctx, int n) {
+  ensureRuntimeInitialized();
+  ParallelClosure c{fn, ctx};
+  return halide_do_par_for(nullptr, parallelTrampoline, 0, n,
+                           reinterpret_cast<uint8_t *>(&c));
+}

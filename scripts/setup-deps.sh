@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs exactly the Debian packages mhagen needs that are missing on this
+# machine. Idempotent: runs `apt-get update` once, and only when something is
+# missing. Needs root (or sudo) on Debian 12.
+set -euo pipefail
+
+PACKAGES=(
+  # build tools
+  cmake ninja-build g++ ccache lld-19 python3 clang-format
+  # Halide 14; its CMake config needs LLVM 14's; llc-14 compiles Halide's bitcode
+  libhalide14-0-dev llvm-14-dev llvm-14
+  # MLIR/LLVM 19 (the MLIR backend, FileCheck, lit's tools)
+  llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
+  # libraries
+  libbenchmark-dev libgtest-dev libcli11-dev nlohmann-json3-dev
+  # benchmark baselines
+  libopenblas-dev libdnnl-dev
+  # OpenCL on the CPU (the GPU schedule's numerical check)
+  pocl-opencl-icd ocl-icd-opencl-dev
+  # tuning report plot
+  python3-matplotlib
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "setup-deps: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"

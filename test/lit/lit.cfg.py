@@ -1,0 +1,22 @@
+# lit configuration for mhagen's IR and CLI tests.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "mhagen"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".test", ".mha", ".mlir"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py"]
+config.test_source_root = config.mhagen_test_src
+config.test_exec_root = config.mhagen_test_obj
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.mhagen_tools_dir, append_path=True)
+config.substitutions.append(("%inputs", os.path.join(config.mhagen_test_src, "Inputs")))
+config.substitutions.append(("%mhagen", os.path.join(config.mhagen_tools_dir, "mhagen")))
+for feature in config.available_features_extra:
+    config.available_features.add(feature)
+# Generated kernels must not depend on the machine's thread count.
+config.environment["MHAGEN_NUM_THREADS"] = "2"

@@ -1,0 +1,73 @@
+// The figures `mhagen explain` must reproduce (issue: foundation).
+#include "mhagen/spec/CostModel.h"
+#include "mhagen/spec/SpecParser.h"
+
+#include <gtest/gtest.h>
+
+using namespace mhagen;
+
+static AttentionSpec spec(const std::string &fields) {
+  return parseSpecs("spec s { " + fields + " }", "t").at(0);
+}
+
+TEST(CostModel, Gpt2SmallParameters) {
+  // d = 768, h = 12, biases: 4*d^2 + 4*d = 2,362,368 per layer.
+  CostReport r = computeCost(spec("d = 768; h = 12; bias = true"), 1024,
+                             1024, 1);
+  EXPECT_EQ(r.paramsWq, 768 * 768);
+  EXPECT_EQ(r.paramsBias, 4 * 768);
+  EXPECT_EQ(r.paramsTotal, 2362368);
+}
+
+TEST(CostModel, Llama3GqaShapes) {
+  CostReport r = computeCost(spec("d = 4096; h = 32; kv = 8"), 2048, 2048, 1);
+  EXPECT_EQ(r.paramsWk, 4096 * 1024); // W_K is 4096 x 1024
+  EXPECT_EQ(r.paramsWv, 4096 * 1024);
+  EXPECT_EQ(r.paramsWq, 4096 * 4096);
+  EXPECT_EQ(r.kvBytesPerToken, 2 * 8 * 128 * 4);
+}
+
+TEST(CostModel, GemmaWideHeads) {
+  CostReport r = computeCost(spec("d = 3072; h = 16; dk = 256"), 16, 16, 1);
+  EXPECT_EQ(r.paramsWq, 3072 * 4096); // h*dk = 4096 > d
+  EXPECT_EQ(r.paramsWo, 4096 * 3072);
+}
+
+TEST(CostModel, FlopsAndVisitedPairs) {
+  // T = 4: causal visits 1+2+3+4 = 10 of 16 pairs.
+  AttentionSpec s = spec("op = sdpa; d = 64; h = 2; dk = 8; mask = causal");
+  CostReport r = computeCost(s, 4, 4, 3);
+  EXPECT_EQ(r.visitedPairs, 10);
+  EXPECT_EQ(r.totalPairs, 16);
+  EXPECT_DOUBLE_EQ(r.flopsScores, 3.0 * 2 * 10 * 2 * 8);
+  EXPECT_DOUBLE_EQ(r.flopsWeighted, 3.0 * 2 * 10 * 2 * 8);
+  EXPECT_DOUBLE_EQ(r.flopsProjections, 0.0); // sdpa has none
+  EXPECT_DOUBLE_EQ(r.flopsNominalAttention, 4.0 * 3 * 2 * 4 * 4 * 8);
+  // window(2), T = 4: rows see 1, 2, 2, 2 keys.
+  EXPECT_EQ(visitedPairs(spec("d = 8; h = 1; mask = window(2)").mask, 4, 4),
+            7);
+  // KV cache: Tq = 2, Tkv = 5: the queries sit at positions 3 and 4.
+  EXPECT_EQ(visitedPairs(s.mask, 2, 5), 4 + 5);
+  // Layer projections: 2*T*d*(h*dk) + 2*T*d*kv*(dk+dv) + 2*T*h*dv*d.
+  AttentionSpec l = spec("d = 16; h = 4; kv = 2");
+  CostReport lr = computeCost(l, 3, 3, 1);
+  EXPECT_DOUBLE_EQ(lr.flopsProjections,
+                   2.0 * 3 * 16 * 16 + 2.0 * 3 * 16 * 2 * 8 + 2.0 * 3 * 16 * 16);
+}
+
+TEST(CostModel, MaskAllowsMatchesDesign) {
+  MaskSpec causal;
+  causal.causal = true;
+  // Bottom-right alignment with a KV cache: Tq = 2, Tkv = 4; query 0 sits
+  // at position 2.
+  EXPECT_TRUE(maskAllows(causal, 0, 2, 2, 4, 4));
+  EXPECT_FALSE(maskAllows(causal, 0, 3, 2, 4, 4));
+  MaskSpec pad;
+  pad.padding = true;
+  EXPECT_TRUE(maskAllows(pad, 0, 2, 4, 4, 3));
+  EXPECT_FALSE(maskAllows(pad, 0, 3, 4, 4, 3));
+  MaskSpec win;
+  win.window = 2;
+  EXPECT_FALSE(maskAllows(win, 3, 1, 4, 4, 4)); // pos 3 - 2 < j required
+  EXPECT_TRUE(maskAllows(win, 3, 2, 4, 4, 4));
+}

@@ -1,0 +1,249 @@
+// The spec language: parsing, printing, defaults, validation messages.
+#include "mhagen/spec/AttentionSpec.h"
+#include "mhagen/spec/SpecParser.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace mhagen;
+
+namespace {
+
+AttentionSpec one(const std::string &text) {
+  auto specs = parseSpecs(text, "t.mha");
+  EXPECT_EQ(specs.size(), 1u);
+  return specs.at(0);
+}
+
+// The first diagnostic a bad spec text produces.
+SpecDiagnostic firstError(const std::string &text) {
+  try {
+    parseSpecs(text, "bad.mha");
+  } catch (const SpecError &e) {
+    EXPECT_FALSE(e.diagnostics().empty());
+    return e.diagnostics().at(0);
+  }
+  ADD_FAILURE() << "expected a SpecError for:\n" << text;
+  return {};
+}
+
+} // namespace
+
+TEST(Spec, DefaultsFollowDesign) {
+  AttentionSpec s = one("spec a { d = 4096\n h = 32 }");
+  EXPECT_EQ(s.op, Op::Layer);
+  EXPECT_EQ(s.n_kv, 32); // kv defaults to h
+  EXPECT_EQ(s.d_k, 128); // dk defaults to d / h
+  EXPECT_EQ(s.d_v, 128); // dv defaults to dk
+  EXPECT_TRUE(s.mask.isNone());
+  EXPECT_EQ(s.dtype, DType::F32);
+  EXPECT_FALSE(s.scale.has_value());
+  EXPECT_DOUBLE_EQ(s.effectiveScale(), 1.0 / std::sqrt(128.0));
+  EXPECT_EQ(s.target.kind, TargetKind::Host);
+  EXPECT_EQ(s.backend, Backend::Halide);
+}
+
+TEST(Spec, ParsesEveryField) {
+  AttentionSpec s = one(R"(# a comment
+spec gemma {          // another comment
+  op = sdpa
+  d = 3072; h = 16; kv = 1
+  dk = 256
+  dv = 128
+  mask = causal & window(512) & padding
+  dtype = bf16
+  scale = 0.0625
+  target = avx512_bf16
+  backend = mlir
+  T = 128
+  Tkv = 4096
+  B = 2
+})");
+  EXPECT_EQ(s.name, "gemma");
+  EXPECT_EQ(s.op, Op::Sdpa);
+  EXPECT_EQ(s.d, 3072);
+  EXPECT_EQ(s.h, 16);
+  EXPECT_EQ(s.n_kv, 1);
+  EXPECT_EQ(s.d_k, 256);
+  EXPECT_EQ(s.d_v, 128);
+  EXPECT_EQ(s.mask.window, 512);
+  EXPECT_TRUE(s.mask.isCausal());
+  EXPECT_TRUE(s.mask.padding);
+  EXPECT_EQ(s.dtype, DType::BF16);
+  EXPECT_DOUBLE_EQ(*s.scale, 0.0625);
+  EXPECT_EQ(s.target.kind, TargetKind::Avx512Bf16);
+  EXPECT_EQ(s.backend, Backend::Mlir);
+  EXPECT_EQ(*s.T, 128);
+  EXPECT_EQ(*s.T_kv, 4096);
+  EXPECT_EQ(*s.B, 2);
+}
+
+TEST(Spec, SeveralSpecsPerFileAndAliases) {
+  auto specs = parseSpecs("spec a { d = 64\n h = 4 }\n"
+                          "spec b { d = 64; h = 4; n_kv = 2; d_k = 8 }\n",
+                          "two.mha");
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[1].n_kv, 2);
+  EXPECT_EQ(specs[1].d_k, 8);
+}
+
+TEST(Spec, CanonicalTextRoundTripsExactly) {
+  const char *texts[] = {
+      "spec a { d = 4096\n h = 32\n kv = 8\n mask = causal }",
+      "spec b { op = sdpa; d = 3072; h = 16; dk = 256; mask = window(64) & "
+      "padding; dtype = f16; scale = 0.1; T = 7 }",
+      "spec c { d = 768; h = 12; bias = true; target = cuda_sm90; B = 3 }",
+  };
+  for (const char *t : texts) {
+    AttentionSpec s = one(t);
+    std::string printed = s.canonical();
+    AttentionSpec again = one(printed);
+    EXPECT_EQ(again, s) << printed;
+    EXPECT_EQ(again.canonical(), printed);
+  }
+}
+
+TEST(Spec, UnnamedSpecRoundTripsThroughDerivedName) {
+  AttentionSpec s;
+  s.d = 4096;
+  s.h = 32;
+  s.n_kv = 8;
+  s.d_k = s.d_v = 128;
+  s.mask.causal = true;
+  EXPECT_EQ(s.derivedName(), "mha_d4096_h32_kv8_dk128_causal_f32");
+  AttentionSpec again = one(s.canonical());
+  EXPECT_EQ(again, s); // the derived name reads back as "unnamed"
+}
+
+TEST(Spec, MaskAlgebraNormalises) {
+  EXPECT_EQ(one("spec a { d = 8; h = 1; mask = padding & causal }")
+                .mask.str(),
+            "causal & padding");
+  // window implies causal, so the canonical form drops "causal".
+  EXPECT_EQ(one("spec a { d = 8; h = 1; mask = causal & window(3) }")
+                .mask.str(),
+            "window(3)");
+  EXPECT_EQ(one("spec a { d = 8; h = 1; mask = none }").mask.str(), "none");
+}
+
+TEST(Spec, HashIsStableAndIgnoresNameTargetBackend) {
+  AttentionSpec a = one("spec a { d = 4096; h = 32; kv = 8; mask = causal }");
+  AttentionSpec b = one("spec other { d = 4096; h = 32; kv = 8; mask = causal;"
+                        " target = avx2; backend = mlir }");
+  EXPECT_EQ(a.hash(), b.hash());
+  EXPECT_EQ(a.hash().size(), 16u);
+  // A fixed value: the hash must not change between versions or machines.
+  EXPECT_EQ(a.semanticKey(), "op=layer;d=4096;h=32;kv=8;dk=128;dv=128;"
+                             "mask=causal;dtype=f32;bias=0;scale="
+                             "0.08838834764831843");
+  EXPECT_EQ(a.hash(), "dea5dcccd67890bf");
+  AttentionSpec c = one("spec a { d = 4096; h = 32; kv = 4; mask = causal }");
+  EXPECT_NE(a.hash(), c.hash());
+}
+
+TEST(SpecErrors, HeadsNotDivisibleByKv) {
+  SpecDiagnostic d = firstError("spec a {\n  d = 4096\n  h = 32\n  kv = 5\n}");
+  EXPECT_EQ(d.field, "kv");
+  EXPECT_EQ(d.value, "5");
+  EXPECT_EQ(d.loc.line, 4);
+  EXPECT_EQ(d.loc.col, 8);
+  EXPECT_NE(d.rule.find("divisible"), std::string::npos);
+  EXPECT_EQ(d.message(), "bad.mha:4:8: error: field 'kv' = '5': h (32) must "
+                         "be divisible by kv (5)");
+}
+
+TEST(SpecErrors, ZeroAndNegativeSizes) {
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; dk = 0 }").field, "dk");
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; dk = 0 }").rule,
+            "must be > 0");
+  EXPECT_EQ(firstError("spec a { d = -64; h = 4 }").rule, "must be > 0");
+  EXPECT_EQ(firstError("spec a { d = 64; h = four }").rule,
+            "must be a positive integer");
+}
+
+TEST(SpecErrors, DkRequiredWhenDNotDivisible) {
+  SpecDiagnostic d = firstError("spec a { d = 100; h = 7 }");
+  EXPECT_EQ(d.field, "dk");
+  EXPECT_NE(d.rule.find("give the head width dk explicitly"),
+            std::string::npos);
+  // ... and with dk given it is fine (Gemma-like h*dk != d).
+  EXPECT_NO_THROW(parseSpecs("spec a { d = 100; h = 7; dk = 16 }", "ok"));
+}
+
+TEST(SpecErrors, UnknownNames) {
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; dtype = f64 }").rule,
+            "unknown dtype; expected f32, bf16 or f16");
+  SpecDiagnostic m = firstError("spec a { d = 64; h = 4; mask = causl }");
+  EXPECT_EQ(m.field, "mask");
+  EXPECT_EQ(m.value, "causl");
+  EXPECT_NE(m.rule.find("unknown mask term 'causl'"), std::string::npos);
+  SpecDiagnostic t = firstError("spec a { d = 64; h = 4; target = arm }");
+  EXPECT_EQ(t.field, "target");
+  SpecDiagnostic f = firstError("spec a { d = 64; heads = 4 }");
+  EXPECT_EQ(f.field, "heads");
+  EXPECT_NE(f.rule.find("unknown field"), std::string::npos);
+}
+
+TEST(SpecErrors, MaskColumnsPointIntoTheExpression) {
+  SpecDiagnostic d =
+      firstError("spec a {\n  d = 64; h = 4\n  mask = causal & window(0)\n}");
+  EXPECT_EQ(d.loc.line, 3);
+  EXPECT_EQ(d.loc.col, 26); // the '0'
+  EXPECT_NE(d.rule.find("window size must be > 0"), std::string::npos);
+  EXPECT_NE(firstError("spec a { d = 64; h = 4; mask = none & causal }")
+                .rule.find("'none' cannot be combined"),
+            std::string::npos);
+  EXPECT_NE(firstError("spec a { d = 64; h = 4; mask = causal padding }")
+                .rule.find("expected '&'"),
+            std::string::npos);
+}
+
+TEST(SpecErrors, SyntaxAndDuplicates) {
+  EXPECT_NE(firstError("spec a { d = 64\n h = 4").rule.find("missing its "
+                                                             "closing"),
+            std::string::npos);
+  EXPECT_NE(firstError("spec a { d = 64; d = 65; h = 4 }")
+                .rule.find("field given twice"),
+            std::string::npos);
+  EXPECT_NE(firstError("spec a { d = 64; h = 4 }\nspec a { d = 64; h = 4 }")
+                .rule.find("defined twice"),
+            std::string::npos);
+  EXPECT_NE(firstError("spek a { }").rule.find("expected 'spec NAME {'"),
+            std::string::npos);
+  EXPECT_NE(firstError("spec a { d 64 }").rule.find("expected '='"),
+            std::string::npos);
+}
+
+TEST(SpecErrors, SemanticRules) {
+  EXPECT_NE(firstError("spec a { op = sdpa; d = 64; h = 4; bias = true }")
+                .rule.find("needs op = layer"),
+            std::string::npos);
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; scale = 0 }").field, "scale");
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; kv = 8 }").field, "kv");
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; T = 0 }").field, "T");
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; T = 4; Tkv = 8 }").field,
+            "Tkv");
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; target = cuda_sm7 }").field,
+            "target");
+}
+
+TEST(SpecErrors, EveryProblemIsReported) {
+  try {
+    parseSpecs("spec a { d = 64; h = 4; dtype = f8; mask = bogus }", "x");
+    FAIL();
+  } catch (const SpecError &e) {
+    EXPECT_EQ(e.diagnostics().size(), 2u);
+  }
+}
+
+TEST(Spec, Targets) {
+  Target t;
+  ASSERT_TRUE(parseTarget("cuda", t));
+  EXPECT_EQ(t.str(), "cuda_sm86");
+  ASSERT_TRUE(parseTarget("cuda_sm90", t));
+  EXPECT_EQ(t.cudaCapability, 90);
+  ASSERT_TRUE(parseTarget("avx512_bf16", t));
+  EXPECT_TRUE(t.isCpu());
+  EXPECT_FALSE(parseTarget("avx512fp16", t));
+}

@@ -1,0 +1,61 @@
+// mhagen explain: parameter, FLOP and memory counts of each spec.
+#include "Commands.h"
+#include "SpecOptions.h"
+
+#include "mhagen/spec/CostModel.h"
+#include "mhagen/spec/SpecParser.h"
+
+#include <iostream>
+#include <memory>
+
+namespace mhagen::cli {
+
+void addExplainCommand(CLI::App &app, int &exitCode) {
+  auto *cmd = app.add_subcommand(
+      "explain", "Print parameter, FLOP and memory counts of a spec");
+  struct Opts {
+    SpecOptions spec;
+    int64_t T = 2048, Tkv = 0, B = 1;
+    std::string format = "text";
+  };
+  auto o = std::make_shared<Opts>();
+  o->spec.addTo(*cmd);
+  cmd->add_option("--T", o->T, "query length to count FLOPs for")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--Tkv", o->Tkv, "key/value length (default: T)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--B", o->B, "batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--format", o->format, "text | json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([o, &exitCode] {
+    std::vector<AttentionSpec> specs;
+    try {
+      specs = o->spec.build();
+    } catch (const SpecError &e) {
+      std::cerr << e.what() << "\n";
+      exitCode = kExitUsage;
+      return;
+    }
+    const int64_t tkv = o->Tkv ? o->Tkv : o->T;
+    if (o->format == "json") {
+      std::cout << "[";
+      for (size_t i = 0; i < specs.size(); ++i) {
+        CostReport r = computeCost(specs[i], o->T, tkv, o->B);
+        std::cout << (i ? ",\n" : "\n") << costReportJson(specs[i], r);
+      }
+      std::cout << "\n]\n";
+    } else {
+      for (size_t i = 0; i < specs.size(); ++i) {
+        CostReport r = computeCost(specs[i], o->T, tkv, o->B);
+        std::cout << (i ? "\n" : "") << formatCostReport(specs[i], r);
+      }
+    }
+    exitCode = kExitOk;
+  });
+}
+
+} // namespace mhagen::cli

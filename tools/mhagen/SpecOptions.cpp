@@ -1,0 +1,114 @@
+#include "SpecOptions.h"
+
+#include "mhagen/spec/SpecParser.h"
+
+#include <fstream>
+#include <sstream>
+
+namespace mhagen::cli {
+
+void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
+  struct Def {
+    const char *flag;
+    const char *field;
+    const char *help;
+  };
+  static const Def defs[] = {
+      {"--d", "d", "model width (default 4096)"},
+      {"--h", "h", "query heads (default 32)"},
+      {"--kv", "kv", "key/value heads; h % kv == 0 (default: h)"},
+      {"--dk", "dk", "query/key head width (default: d / h)"},
+      {"--dv", "dv", "value head width (default: dk)"},
+      {"--mask", "mask",
+       "none | causal | window(W) | padding, joined with &"},
+      {"--dtype", "dtype", "f32 | bf16 | f16 (accumulation is f32)"},
+      {"--scale", "scale", "score scale (default 1/sqrt(dk))"},
+      {"--op", "op", "layer (projections + attention, default) | sdpa"},
+      {"--target", "target",
+       "host | avx2 | avx512 | avx512_bf16 | cuda[_smXX] | opencl"},
+      {"--backend", "backend", "halide (default) | mlir"},
+      {"--static-T", "T", "fix the query length in the kernel"},
+      {"--static-Tkv", "Tkv", "fix the key/value length in the kernel"},
+      {"--static-B", "B", "fix the batch in the kernel"},
+  };
+  flags_.clear();
+  flags_.reserve(sizeof defs / sizeof defs[0]);
+  for (const Def &d : defs) {
+    flags_.push_back(Flag{d.field, "", nullptr});
+    Flag &f = flags_.back();
+    f.opt = app.add_option(d.flag, f.value, d.help)->group("Spec");
+  }
+  biasOpt_ = app.add_flag("--bias", bias_, "projection biases (op = layer)")
+                 ->group("Spec");
+  if (allowFiles)
+    app.add_option("specs", files_, "spec files (*.mha)")
+        ->check(CLI::ExistingFile);
+}
+
+std::vector<AttentionSpec> SpecOptions::build() const {
+  auto applyFlags = [&](RawSpec &raw) {
+    for (const Flag &f : flags_) {
+      if (f.opt->count() == 0)
+        continue;
+      RawField rf;
+      rf.value = f.value;
+      rf.loc = SourceLoc{"<command line>", 0, 0};
+      raw.fields[f.field] = rf;
+    }
+    if (biasOpt_->count() > 0)
+      raw.fields["bias"] =
+          RawField{bias_ ? "true" : "false", SourceLoc{"<command line>", 0, 0}};
+  };
+
+  std::vector<AttentionSpec> specs;
+  if (!files_.empty()) {
+    std::vector<SpecDiagnostic> diags;
+    for (const std::string &file : files_) {
+      std::ifstream in(file, std::ios::binary);
+      if (!in) {
+        diags.push_back(SpecDiagnostic{SourceLoc{file, 0, 0}, "", "",
+                                       "cannot read spec file"});
+        continue;
+      }
+      std::stringstream text;
+      text << in.rdbuf();
+      try {
+        for (RawSpec raw : parseSpecText(text.str(), file)) {
+          applyFlags(raw); // flags override the file's fields
+          try {
+            specs.push_back(buildSpec(raw));
+          } catch (const SpecError &e) {
+            diags.insert(diags.end(), e.diagnostics().begin(),
+                         e.diagnostics().end());
+          }
+        }
+      } catch (const SpecError &e) { // syntax error: the file stops there
+        diags.insert(diags.end(), e.diagnostics().begin(),
+                     e.diagnostics().end());
+      }
+    }
+    if (!diags.empty())
+      throw SpecError(diags);
+    return specs;
+  }
+
+  RawSpec raw;
+  raw.loc = SourceLoc{"<command line>", 0, 0};
+  bool anySize = false;
+  for (const Flag &f : flags_)
+    if (f.opt->count() && (f.field == "d" || f.field == "h"))
+      anySize = true;
+  if (!anySize) {
+    // The default spec: a Llama-3-8B-like layer.
+    SourceLoc def{"<default spec>", 0, 0};
+    raw.fields["d"] = RawField{"4096", def};
+    raw.fields["h"] = RawField{"32", def};
+    raw.fields["kv"] = RawField{"8", def};
+    raw.fields["mask"] = RawField{"causal", def};
+  }
+  applyFlags(raw);
+  specs.push_back(buildSpec(raw));
+  return specs;
+}
+
+} // namespace mhagen::cli

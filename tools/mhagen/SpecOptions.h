@@ -1,0 +1,43 @@
+// The spec flags shared by every mhagen subcommand (--d --h --kv ...), and
+// spec files given as positional arguments. Flags become a RawSpec, so they
+// go through the same defaults, conversions and errors as spec files.
+#ifndef MHAGEN_TOOLS_SPECOPTIONS_H
+#define MHAGEN_TOOLS_SPECOPTIONS_H
+
+#include "mhagen/spec/AttentionSpec.h"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace mhagen::cli {
+
+class SpecOptions {
+public:
+  /// Registers the spec flags and the positional spec files on `app`.
+  void addTo(CLI::App &app, bool allowFiles = true);
+  /// The specs the command line describes: every spec of every file, or
+  /// the one spec the flags describe (the default spec -- d 4096, h 32,
+  /// kv 8, causal, f32, host -- when neither --d nor --h is given). Flags
+  /// given together with files override those fields in every file spec.
+  /// Throws SpecError.
+  std::vector<AttentionSpec> build() const;
+
+  const std::vector<std::string> &files() const { return files_; }
+
+private:
+  struct Flag {
+    std::string field; ///< canonical spec field
+    std::string value;
+    CLI::Option *opt = nullptr;
+  };
+  std::vector<Flag> flags_;
+  bool bias_ = false;
+  CLI::Option *biasOpt_ = nullptr;
+  std::vector<std::string> files_;
+};
+
+} // namespace mhagen::cli
+
+#endif

@@ -1,0 +1,51 @@
+// mhagen: generates specialized multi-head attention kernels ahead of time.
+//   mhagen [generate] --d 4096 --h 32 --kv 8 --target avx512 -o DIR
+//   mhagen explain | run | list-targets | inspect | tune ...
+#include "Commands.h"
+
+#include "mhagen/spec/SpecParser.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#ifndef MHAGEN_VERSION
+#define MHAGEN_VERSION "0.0.0"
+#endif
+
+int main(int argc, char **argv) {
+  using namespace mhagen::cli;
+  CLI::App app{"mhagen " MHAGEN_VERSION
+               ": ahead-of-time generator of specialized multi-head "
+               "attention kernels",
+               "mhagen"};
+  app.set_version_flag("--version", std::string("mhagen ") + MHAGEN_VERSION);
+  app.require_subcommand(1);
+  int exitCode = kExitOk;
+  addExplainCommand(app, exitCode);
+
+  // `generate` is the default subcommand: `mhagen --d 4096 ...` means
+  // `mhagen generate --d 4096 ...`.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool hasSubcommand = false;
+  if (!args.empty()) {
+    for (const CLI::App *sub : app.get_subcommands({}))
+      if (sub->get_name() == args[0])
+        hasSubcommand = true;
+    if (args[0] == "--help" || args[0] == "-h" || args[0] == "--version")
+      hasSubcommand = true;
+  }
+  if (!hasSubcommand)
+    args.insert(args.begin(), "generate");
+  std::reverse(args.begin(), args.end()); // CLI11 takes them reversed
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError &e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitUsage;
+  }
+  return exitCode;
+}
