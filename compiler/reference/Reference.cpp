@@ -83,11 +83,12 @@ template <typename Acc>
 static void attendOneHead(const AttentionSpec &s, const Acc *q, int64_t qStride,
                           const Acc *k, int64_t kStride, const Acc *v,
                           int64_t vStride, int64_t Tq, int64_t Tkv,
-                          int64_t kvLen, Acc *out, int64_t outStride) {
+                          int64_t kvLen, Acc *out, int64_t outStride,
+                          const std::vector<int64_t> &rows) {
   const Acc scale = static_cast<Acc>(s.effectiveScale());
   std::vector<Acc> scores(static_cast<size_t>(Tkv));
   std::vector<bool> visible(static_cast<size_t>(Tkv));
-  for (int64_t i = 0; i < Tq; ++i) {
+  for (int64_t i : rows) {
     for (int64_t j = 0; j < Tkv; ++j) {
       visible[j] = maskAllows(s.mask, i, j, Tq, Tkv, kvLen);
       Acc dot = 0;
@@ -107,6 +108,16 @@ static void attendOneHead(const AttentionSpec &s, const Acc *q, int64_t qStride,
   }
 }
 
+static std::vector<int64_t> rowsOrAll(const std::vector<int64_t> *rows,
+                                      int64_t T) {
+  if (rows)
+    return *rows;
+  std::vector<int64_t> all(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i)
+    all[static_cast<size_t>(i)] = i;
+  return all;
+}
+
 static int64_t kvLength(const AttentionSpec &s, const int32_t *kvLens,
                         int64_t b, int64_t Tkv) {
   if (!s.mask.padding)
@@ -124,6 +135,7 @@ std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
   std::vector<Acc> q(a.q, a.q + a.B * a.Tq * h * dk);
   std::vector<Acc> k(a.k, a.k + a.B * a.Tkv * kv * dk);
   std::vector<Acc> v(a.v, a.v + a.B * a.Tkv * kv * dv);
+  const std::vector<int64_t> rows = rowsOrAll(a.rows, a.Tq);
   for (int64_t b = 0; b < a.B; ++b) {
     const int64_t len = kvLength(s, a.kvLens, b, a.Tkv);
     for (int64_t i = 0; i < h; ++i) {
@@ -131,7 +143,7 @@ std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
       attendOneHead<Acc>(s, &q[(b * a.Tq * h + i) * dk], h * dk,
                          &k[(b * a.Tkv * kv + g) * dk], kv * dk,
                          &v[(b * a.Tkv * kv + g) * dv], kv * dv, a.Tq, a.Tkv,
-                         len, &out[(b * a.Tq * h + i) * dv], h * dv);
+                         len, &out[(b * a.Tq * h + i) * dv], h * dv, rows);
     }
   }
   return out;
@@ -143,9 +155,16 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
   const int64_t dk = s.d_k, dv = s.d_v;
   const int64_t rows = B * T;
   const bool bias = s.bias;
-  // Projections: [B*T, d] x [d, n] -> [B*T, n].
-  std::vector<Acc> Q = project<Acc>(a.x, rows, d, a.wq, h * dk,
-                                    bias ? a.bq : nullptr);
+  const std::vector<int64_t> picked = rowsOrAll(a.rows, T);
+  // Projections: [B*T, d] x [d, n] -> [B*T, n]. Q only for the picked
+  // tokens (K and V are needed for every token).
+  std::vector<Acc> Q(static_cast<size_t>(rows * h * dk));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t : picked) {
+      std::vector<Acc> qt = project<Acc>(a.x + (b * T + t) * d, 1, d, a.wq,
+                                         h * dk, bias ? a.bq : nullptr);
+      std::copy(qt.begin(), qt.end(), Q.begin() + (b * T + t) * h * dk);
+    }
   std::vector<Acc> K = project<Acc>(a.x, rows, d, a.wk, kv * dk,
                                     bias ? a.bk : nullptr);
   std::vector<Acc> V = project<Acc>(a.x, rows, d, a.wv, kv * dv,
@@ -160,12 +179,16 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
       attendOneHead<Acc>(s, &Q[b * T * h * dk + i * dk], h * dk,
                          &K[b * T * kv * dk + g * dk], kv * dk,
                          &V[b * T * kv * dv + g * dv], kv * dv, T, T, len,
-                         &O[b * T * h * dv + i * dv], h * dv);
+                         &O[b * T * h * dv + i * dv], h * dv, picked);
     }
   }
   // Merged heads [B*T, h*dv] x W_O [h*dv, d] (+ b_O).
   std::vector<Acc> Y(static_cast<size_t>(rows * d));
-  for (int64_t r = 0; r < rows; ++r) {
+  std::vector<int64_t> outRows;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t : picked)
+      outRows.push_back(b * T + t);
+  for (int64_t r : outRows) {
     Acc *yr = &Y[static_cast<size_t>(r * d)];
     for (int64_t o = 0; o < d; ++o)
       yr[o] = bias ? Acc(a.bo[o]) : Acc(0);

@@ -346,10 +346,12 @@ int mhagen_call(const mhagen_kernel *k, const mhagen_call_args *args) {
     return rc;
   ensureRuntimeInitialized();
   char err[512] = {0};
-  if (k->desc->run(args, err, sizeof err) != 0)
+  if (k->desc->run(args, err, sizeof err) != 0) {
+    std::string backend = takeBackendError();
     return fail(MHAGEN_ERR_KERNEL_FAILED,
                 k->manifest.symbol + " failed: " +
-                    (err[0] ? std::string(err) : takeBackendError()));
+                    (err[0] ? std::string(err) + ": " + backend : backend));
+  }
   clearError();
   return MHAGEN_OK;
 }

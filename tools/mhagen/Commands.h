@@ -3,7 +3,12 @@
 #ifndef MHAGEN_TOOLS_COMMANDS_H
 #define MHAGEN_TOOLS_COMMANDS_H
 
+#include "mhagen/spec/ScheduleParams.h"
+
 #include <CLI/CLI.hpp>
+
+#include <set>
+#include <string>
 
 namespace mhagen::cli {
 
@@ -11,7 +16,14 @@ namespace mhagen::cli {
 /// running, checking), 2 bad usage or an invalid spec.
 enum ExitCode { kExitOk = 0, kExitFailure = 1, kExitUsage = 2 };
 
+/// "stmt,asm" -> {"stmt", "asm"}; throws CLI::ValidationError.
+std::set<std::string> parseEmitList(const std::string &list);
+/// "q_tile=64,key_tile=32" -> params; throws CLI::ValidationError.
+ScheduleParams parseScheduleList(const std::string &list);
+
 void addExplainCommand(CLI::App &app, int &exitCode);
+void addGenerateCommand(CLI::App &app, int &exitCode);
+void addRunCommand(CLI::App &app, int &exitCode);
 
 } // namespace mhagen::cli
 

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -25,7 +26,9 @@ int main(int argc, char **argv) {
   app.set_version_flag("--version", std::string("mhagen ") + MHAGEN_VERSION);
   app.require_subcommand(1);
   int exitCode = kExitOk;
+  addGenerateCommand(app, exitCode);
   addExplainCommand(app, exitCode);
+  addRunCommand(app, exitCode);
 
   // `generate` is the default subcommand: `mhagen --d 4096 ...` means
   // `mhagen generate --d 4096 ...`.

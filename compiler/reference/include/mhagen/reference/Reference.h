@@ -45,6 +45,8 @@ struct SdpaArgs {
   int64_t B = 1, Tq = 1, Tkv = 1;
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   const int32_t *kvLens = nullptr; ///< required when the mask has padding
+  /// Compute only these query tokens (others are left 0); null = all.
+  const std::vector<int64_t> *rows = nullptr;
 };
 
 /// Attention core for op = sdpa; returns out [B, Tq, h, dv].
@@ -57,6 +59,8 @@ struct LayerArgs {
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
   const int32_t *kvLens = nullptr;
+  /// Compute only these tokens' outputs (others are left 0); null = all.
+  const std::vector<int64_t> *rows = nullptr;
 };
 
 /// Full layer for op = layer: projections, split, attention per head with

@@ -1,0 +1,215 @@
+#include "AttentionAlgorithm.h"
+
+#include "mhagen/spec/BackendResult.h"
+
+namespace mhagen::hl {
+
+using namespace Halide;
+
+int channelBlockFor(int64_t dv, int preferred) {
+  for (int cb = preferred; cb > 1; --cb)
+    if (dv % cb == 0)
+      return cb;
+  return 1;
+}
+
+// The algorithm, in plain math (shared/DESIGN.md section 1, online softmax):
+//
+//   for each batch b, head block ho, query tile qo (rows i: see
+//   AttentionTiles for how rows map to heads and tokens):
+//     Qs[i, c]   = Q[token(i), head(i), c] * scale
+//     m = -inf, l = 0, acc = 0                       (per row)
+//     for each key tile kt the mask does not hide completely:
+//       S[i, j]  = Qs[i, :] . K[g, kt*KT + j, :]     (g = head / (h / kv))
+//       S[i, j]  = lowest where the mask hides key kt*KT + j from row i
+//       tm[i]    = max_j S[i, j]
+//       P[i, j]  = exp(S[i, j] - tm[i]), 0 where hidden
+//       ts[i]    = sum_j P[i, j]
+//       PV[i, c] = sum_j P[i, j] V[g, kt*KT + j, c]
+//       m'       = max(m, tm);  acc = acc e^(m-m') + PV e^(tm-m')
+//       l        = l e^(m-m') + ts e^(tm-m');  m = m'
+//     O[i, c] = l > 0 ? acc / l : 0
+//
+// Each key tile's softmax is taken against the tile's own max, so P, its
+// row sum and P*V are ordinary per-tile Funcs; only the merge into the
+// running state is a scan. Halide Tuple elements share dimensions, so the
+// state holds a block of accumulator channels plus m and l per row.
+// Every value stays finite (the fast-math flags Halide sets assume no
+// infinities): "minus infinity" is kLowest, and hidden keys are zeroed by
+// the mask predicate itself.
+static const float kLowest = -1e30f;
+
+// exp(x) for x <= 0, 0 below -80 (where f32 exp is 0 anyway); Halide's
+// fast_exp vectorises but is undefined on underflow, hence the clamp.
+static Expr expNonPositive(const Expr &x) {
+  return select(x < -80.0f, 0.0f, fast_exp(max(x, -80.0f)));
+}
+
+AttentionStages defineAttention(const AttentionSpec &s,
+                                const AttentionInputs &in,
+                                const AttentionTiles &tiles,
+                                const AttentionVars &v) {
+  AttentionStages st;
+  st.tiles = tiles;
+  const int HP = tiles.headsPerTile, TT = tiles.tokensPerTile;
+  const int QT = tiles.rows, KT = tiles.keyTile, CB = tiles.channelBlock;
+  const int64_t group = s.h / s.n_kv;
+  if (s.d_v % CB != 0)
+    throw BackendError("schedule", "channel_block " + std::to_string(CB) +
+                                       " does not divide dv " +
+                                       std::to_string(s.d_v));
+  if (group % HP != 0)
+    throw BackendError("schedule", "heads_per_tile " + std::to_string(HP) +
+                                       " does not divide h/kv " +
+                                       std::to_string(group));
+  if (QT < HP * TT)
+    throw BackendError("schedule", "rows per tile " + std::to_string(QT) +
+                                       " < heads_per_tile * tokens_per_tile");
+  const Var &i = v.i, &j = v.j, &c = v.c, &kt = v.kt, &qo = v.qo, &ho = v.ho,
+            &b = v.b, &cb = v.cb, &g = v.g, &hd = v.hd;
+  const Expr Tq = in.tq, Tkv = in.tkv;
+  const float scale = static_cast<float>(s.effectiveScale());
+
+  // Row i of a tile: head ho*HP + i%HP, token qo*TT + i/HP. Tokens past
+  // the end (and padding rows) repeat the last token; they are computed
+  // with the tile and never stored.
+  const Expr head = ho * HP + i % HP;
+  const Expr token = qo * TT + i / HP;
+  const Expr tokenClamped = min(token, Tq - 1);
+  const Expr pos = token + (Tkv - Tq); // absolute position (KV-cache offset)
+  // GQA: the tile's heads share K/V head g = head / (h/kv), without copies.
+  const Expr kvHead = (ho * HP) / static_cast<int>(group);
+  const Expr key = kt * KT + j;
+
+  // Which keys each row may see (DESIGN.md: masks).
+  Expr visible = key < Tkv;
+  if (s.mask.isCausal())
+    visible = visible && key <= pos;
+  if (s.mask.window > 0)
+    visible = visible && key > pos - static_cast<int>(s.mask.window);
+  if (s.mask.padding)
+    visible = visible && key < in.kvLen(b);
+
+  st.qTile = Func("q_tile");
+  st.qTile(i, c, qo, ho, b) = in.q(c, head, tokenClamped, b) * scale;
+
+  Func kRead("k_read"), vRead("v_read"); // a key tile as (c, j, kt, g, b)
+  kRead(c, j, kt, g, b) = in.k(c, g, min(kt * KT + j, Tkv - 1), b);
+  vRead(c, j, kt, g, b) = in.v(c, g, min(kt * KT + j, Tkv - 1), b);
+  if (tiles.stageKv) {
+    st.kTile = Func("k_tile");
+    st.kTile(c, j, kt, g, b) = kRead(c, j, kt, g, b);
+    st.vTile = Func("v_tile");
+    st.vTile(c, j, kt, g, b) = vRead(c, j, kt, g, b);
+    kRead = st.kTile;
+    vRead = st.vTile;
+  }
+
+  // S = Q K^T for one key tile.
+  st.rc = RDom(0, static_cast<int>(s.d_k), "rc");
+  st.scoresAcc = Func("scores_acc");
+  st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
+  st.scoresAcc(i, j, kt, qo, ho, b) +=
+      st.qTile(i, st.rc, qo, ho, b) * kRead(st.rc, j, kt, kvHead, b);
+  st.scores = Func("scores");
+  st.scores(i, j, kt, qo, ho, b) =
+      select(visible, st.scoresAcc(i, j, kt, qo, ho, b), kLowest);
+
+  // Softmax of the tile against its own row max.
+  st.rj = RDom(0, KT, "rj");
+  st.tileMax = Func("tile_max");
+  st.tileMax(i, kt, qo, ho, b) = kLowest;
+  st.tileMax(i, kt, qo, ho, b) =
+      max(st.tileMax(i, kt, qo, ho, b), st.scores(i, st.rj, kt, qo, ho, b));
+  st.probs = Func("probs");
+  st.probs(i, j, kt, qo, ho, b) =
+      select(visible,
+             expNonPositive(st.scores(i, j, kt, qo, ho, b) -
+                            st.tileMax(i, kt, qo, ho, b)),
+             0.0f);
+  st.tileSum = Func("tile_sum");
+  st.tileSum(i, kt, qo, ho, b) = 0.0f;
+  st.tileSum(i, kt, qo, ho, b) += st.probs(i, st.rj, kt, qo, ho, b);
+
+  // P V for the tile.
+  st.pvAcc = Func("pv_acc");
+  st.pvAcc(i, c, kt, qo, ho, b) = 0.0f;
+  st.pvAcc(i, c, kt, qo, ho, b) +=
+      st.probs(i, st.rj, kt, qo, ho, b) * vRead(c, st.rj, kt, kvHead, b);
+  st.pv = Func("pv");
+  st.pv(i, c, kt, qo, ho, b) = st.pvAcc(i, c, kt, qo, ho, b);
+
+  // The key tiles a query tile must visit: the mask hides the rest
+  // completely, so they are never computed (causal costs about half).
+  const Expr numKeyTiles = (Tkv + KT - 1) / KT;
+  const Expr firstToken = qo * TT;
+  const Expr lastToken = min(qo * TT + TT - 1, Tq - 1);
+  Expr hi = numKeyTiles - 1;
+  Expr lo = 0;
+  if (s.mask.isCausal())
+    hi = min(hi, (lastToken + (Tkv - Tq)) / KT); // floor division
+  if (s.mask.padding)
+    hi = min(hi, (in.kvLen(b) - 1) / KT);
+  if (s.mask.window > 0)
+    lo = max(0, (firstToken + (Tkv - Tq) -
+                 static_cast<int>(s.mask.window) + 1) /
+                    KT);
+  st.rt = RDom(0, numKeyTiles, "rt");
+  if (s.mask.isCausal() || s.mask.padding)
+    st.rt.where(st.rt <= hi);
+  if (s.mask.window > 0)
+    st.rt.where(st.rt >= lo);
+
+  // The running state, merged one key tile at a time.
+  st.state = Func("state");
+  std::vector<Expr> init(static_cast<size_t>(CB), 0.0f);
+  init.push_back(kLowest); // m
+  init.push_back(0.0f);    // l
+  st.state(i, cb, qo, ho, b) = Tuple(init);
+  const Expr m = st.state(i, cb, qo, ho, b)[CB];
+  const Expr l = st.state(i, cb, qo, ho, b)[CB + 1];
+  const Expr tm = st.tileMax(i, st.rt, qo, ho, b);
+  // One of the two rescale factors is always 1: the new max is either the
+  // old one or the tile's. One exp per row and tile.
+  const Expr diff = m - tm;
+  const Expr e = expNonPositive(-abs(diff));
+  const Expr alpha = select(diff >= 0, 1.0f, e); // rescales the old state
+  const Expr beta = select(diff >= 0, e, 1.0f);  // rescales this tile
+  std::vector<Expr> next;
+  for (int k = 0; k < CB; ++k)
+    next.push_back(st.state(i, cb, qo, ho, b)[k] * alpha +
+                   st.pv(i, cb * CB + k, st.rt, qo, ho, b) * beta);
+  next.push_back(max(m, tm));
+  next.push_back(l * alpha + st.tileSum(i, st.rt, qo, ho, b) * beta);
+  st.state(i, cb, qo, ho, b) = Tuple(next);
+
+  // Normalise and unpack rows back to (channel, head, token). A row that
+  // saw no key has l = 0 and outputs zeros.
+  const Var &t = v.t;
+  const Expr row = (t % TT) * HP + hd % HP;
+  std::vector<Expr> channels;
+  for (int k = 0; k < CB; ++k)
+    channels.push_back(st.state(row, c / CB, t / TT, hd / HP, b)[k]);
+  const Expr lsum = st.state(row, c / CB, t / TT, hd / HP, b)[CB + 1];
+  st.out = Func("attention");
+  st.out(c, hd, t, b) =
+      select(lsum > 0.0f, mux(c % CB, channels) / max(lsum, 1e-30f), 0.0f);
+  return st;
+}
+
+Projection defineProjection(const std::string &name, Func x,
+                            int64_t inFeatures, Func w, Func bias,
+                            bool hasBias, Type outType,
+                            const AttentionVars &v) {
+  Projection p;
+  const Var &n = v.n, &t = v.t, &b = v.b;
+  p.rk = RDom(0, static_cast<int>(inFeatures), name + "_rk");
+  p.acc = Func(name + "_acc");
+  p.acc(n, t, b) = hasBias ? bias(n) : Expr(0.0f);
+  p.acc(n, t, b) += x(p.rk, t, b) * w(n, p.rk);
+  p.out = Func(name);
+  p.out(n, t, b) = cast(outType, p.acc(n, t, b));
+  return p;
+}
+
+} // namespace mhagen::hl

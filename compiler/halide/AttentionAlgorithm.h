@@ -1,0 +1,93 @@
+// The attention algorithm in Halide, free of any schedule: what each stage
+// computes, in plain math. Schedules (CpuSchedule.h, GpuSchedule.h) decide
+// where and how it runs. Tile shapes the algorithm is written against
+// (query tile, key tile, accumulator channel block) are parameters here,
+// never literals, so the tuner can change them.
+#ifndef MHAGEN_HALIDE_ATTENTIONALGORITHM_H
+#define MHAGEN_HALIDE_ATTENTIONALGORITHM_H
+
+#include "mhagen/spec/AttentionSpec.h"
+
+#include <Halide.h>
+
+namespace mhagen::hl {
+
+/// Loop variables shared by every stage (their names appear in .stmt).
+struct AttentionVars {
+  Halide::Var c{"c"}, hd{"hd"}, t{"t"}, b{"b"}; // out(c, hd, t, b)
+  Halide::Var i{"i"}, j{"j"};  // row in query tile, key in key tile
+  Halide::Var kt{"kt"};        // key tile index
+  Halide::Var qo{"qo"};        // query tile index (tokens)
+  Halide::Var ho{"ho"};        // head block (headsPerTile heads)
+  Halide::Var cb{"cb"};        // accumulator channel block
+  Halide::Var g{"g"};          // key/value head
+  Halide::Var n{"n"};          // projection output feature
+};
+
+/// The tile shape of the flash form. A query tile packs `headsPerTile`
+/// query heads that share one K/V head (GQA) times `tokensPerTile` tokens
+/// into its rows -- row i is head i % headsPerTile of token
+/// i / headsPerTile -- so each K/V tile is read once for all of them, and
+/// a decode step (one token) still fills the vector lanes. `rows` is that
+/// product rounded up to the vector width; the extra rows are padding.
+struct AttentionTiles {
+  int headsPerTile = 1;  ///< divides h / kv
+  int tokensPerTile = 64;
+  int rows = 64;         ///< >= headsPerTile * tokensPerTile
+  int keyTile = 32;      ///< keys per online-softmax step
+  int channelBlock = 16; ///< accumulator channels per state tuple (divides dv)
+  bool stageKv = false;  ///< copy each K/V tile to dense f32 first
+};
+
+/// Inputs of the attention core as f32 Funcs over (c, head, token, batch).
+struct AttentionInputs {
+  Halide::Func q, k, v;
+  Halide::Expr tq, tkv;   ///< query and key/value lengths
+  Halide::Func kvLen;     ///< kvLen(b): keys visible in batch b (padding)
+  bool hasKvLen = false;
+};
+
+/// Every stage of the fused (flash) attention, for scheduling.
+struct AttentionStages {
+  Halide::Func qTile;     ///< qTile(i, c, qo, ho, b) = q * scale
+  Halide::Func kTile;     ///< kTile(c, j, kt, g, b) (only with stageKv)
+  Halide::Func vTile;     ///< vTile(c, j, kt, g, b) (only with stageKv)
+  Halide::Func scoresAcc; ///< scoresAcc(i, j, kt, qo, ho, b) = q . k
+  Halide::Func scores;    ///< masked scores of one key tile
+  Halide::Func tileMax;   ///< row max of a key tile
+  Halide::Func probs;     ///< exp(score - tile max), 0 where masked
+  Halide::Func tileSum;   ///< row sum of probs
+  Halide::Func pvAcc;     ///< pvAcc(i, c, kt, qo, ho, b) = probs . v
+  Halide::Func pv;
+  Halide::Func state;     ///< running (acc[channelBlock], max, sum) per row
+  Halide::Func out;       ///< out(c, hd, t, b) = acc / sum (0 if all masked)
+  Halide::RDom rc;        ///< over dk (the QK^T dot)
+  Halide::RDom rj;        ///< over the keys of one tile
+  Halide::RDom rt;        ///< over key tiles (bounded by the mask)
+  AttentionTiles tiles;
+};
+
+AttentionStages defineAttention(const AttentionSpec &spec,
+                                const AttentionInputs &in,
+                                const AttentionTiles &tiles,
+                                const AttentionVars &v);
+
+/// y(n, t, b) = sum_k x(k, t, b) * w(n, k) (+ bias(n)): one projection.
+struct Projection {
+  Halide::Func acc; ///< the reduction (f32)
+  Halide::Func out; ///< its value as outType (the register-blocked tile)
+  Halide::RDom rk;
+};
+
+Projection defineProjection(const std::string &name, Halide::Func x,
+                            int64_t inFeatures, Halide::Func w,
+                            Halide::Func bias, bool hasBias,
+                            Halide::Type outType, const AttentionVars &v);
+
+/// The largest divisor of dv that is at most `preferred` (accumulator
+/// channels per state tuple must tile dv exactly).
+int channelBlockFor(int64_t dv, int preferred);
+
+} // namespace mhagen::hl
+
+#endif

@@ -1,0 +1,300 @@
+#include "CpuSchedule.h"
+
+#include "mhagen/spec/BackendResult.h"
+
+#include <algorithm>
+
+namespace mhagen::hl {
+
+using namespace Halide;
+
+namespace {
+
+int64_t get(const ScheduleParams &p, const char *name) {
+  auto it = p.find(name);
+  if (it == p.end())
+    throw BackendError("schedule", std::string("missing parameter ") + name);
+  return it->second;
+}
+
+int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+// Divisors of n that are <= limit, ascending.
+std::vector<int64_t> divisorsUpTo(int64_t n, int64_t limit) {
+  std::vector<int64_t> d;
+  for (int64_t k = 1; k <= std::min(n, limit); ++k)
+    if (n % k == 0)
+      d.push_back(k);
+  return d;
+}
+
+} // namespace
+
+// Defaults, measured on this project's Zen 4 machine (2 cores, f32,
+// B1 T2048 h32 kv8 dk128 causal; see bench/RESULTS.md for the figures):
+// a 64-row query tile (16 tokens x 4 heads of one GQA group), 32-key tiles,
+// 32x8 register blocks for both QK^T and PV (16 zmm accumulators).
+ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
+                               const HalideTargetInfo &target) {
+  ScheduleSpace space;
+  const int64_t vw = target.vectorWidth;
+  const int64_t regs = vw == 16 ? 32 : 16;
+  const int64_t group = s.h / s.n_kv;
+  const bool layer = s.op == Op::Layer;
+
+  std::vector<int64_t> hp = divisorsUpTo(group, 64);
+  space.params = {
+      {"heads_per_tile", hp, "query heads of one GQA group per tile"},
+      {"tokens_per_tile", {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128},
+       "tokens per query tile"},
+      {"key_tile", {16, 24, 32, 48, 64, 96, 128}, "keys per softmax step"},
+      {"channel_block", divisorsUpTo(s.d_v, 32),
+       "accumulator channels per state tuple"},
+      {"s_rows", {8, 16, 24, 32, 48, 64}, "rows per QK^T register block"},
+      {"s_keys", {2, 3, 4, 5, 6, 7, 8, 10, 12, 14}, "keys per QK^T block"},
+      {"pv_rows", {8, 16, 24, 32, 48, 64}, "rows per PV register block"},
+      {"pv_chans", {2, 3, 4, 5, 6, 7, 8, 10, 12, 14}, "channels per PV block"},
+      {"vector_width", vw == 16 ? std::vector<int64_t>{8, 16}
+                                : std::vector<int64_t>{8},
+       "f32 lanes per vector"},
+      {"stage_kv", {0, 1}, "copy K/V tiles to dense f32 scratch"},
+      {"task_order", {0, 1},
+       "0: head blocks innermost in the parallel loop; 1: query tiles"},
+  };
+  if (layer) {
+    space.params.push_back(
+        {"gemm_cols", {16, 24, 32, 48, 64}, "output features per GEMM block"});
+    space.params.push_back(
+        {"gemm_rows", {2, 4, 6, 8, 10, 12, 14}, "tokens per GEMM block"});
+  }
+
+  // Default point.
+  ScheduleParams d;
+  int64_t heads = 1;
+  for (int64_t x : hp)
+    if (x <= 16)
+      heads = x;
+  d["heads_per_tile"] = heads;
+  d["tokens_per_tile"] = std::max<int64_t>(1, 64 / heads);
+  d["key_tile"] = 32;
+  d["channel_block"] = divisorsUpTo(s.d_v, 16).back();
+  d["vector_width"] = vw;
+  d["s_rows"] = 2 * vw;
+  d["s_keys"] = vw == 16 ? 8 : 4;
+  d["pv_rows"] = 2 * vw;
+  d["pv_chans"] = vw == 16 ? 8 : 4;
+  d["stage_kv"] = s.dtype == DType::F32 ? 0 : 1;
+  d["task_order"] = 0;
+  if (layer) {
+    d["gemm_cols"] = vw == 16 ? 48 : 24;
+    d["gemm_rows"] = vw == 16 ? 8 : 4;
+  }
+  // Make the default row count a multiple of both register blocks.
+  int64_t rows = roundUp(d["heads_per_tile"] * d["tokens_per_tile"], vw);
+  if (rows % d["s_rows"] != 0 || rows % d["pv_rows"] != 0) {
+    d["s_rows"] = vw;
+    d["pv_rows"] = vw;
+  }
+  space.defaults = d;
+
+  const int64_t dk = s.d_k, dv = s.d_v;
+  space.violation = [=](const ScheduleParams &p) -> std::string {
+    for (const auto &decl : space.params) {
+      auto it = p.find(decl.name);
+      if (it == p.end())
+        return "missing " + decl.name;
+      if (std::find(decl.values.begin(), decl.values.end(), it->second) ==
+          decl.values.end())
+        return decl.name + " = " + std::to_string(it->second) +
+               " is not an allowed value";
+    }
+    for (const auto &[name, value] : p) {
+      bool known = false;
+      for (const auto &decl : space.params)
+        known |= decl.name == name;
+      if (!known)
+        return "unknown schedule parameter " + name;
+      (void)value;
+    }
+    const int64_t w = p.at("vector_width");
+    const int64_t hpT = p.at("heads_per_tile"), tt = p.at("tokens_per_tile");
+    const int64_t rowsT = roundUp(hpT * tt, w);
+    if (group % hpT)
+      return "heads_per_tile must divide h/kv";
+    if (p.at("s_rows") % w || p.at("pv_rows") % w)
+      return "s_rows and pv_rows must be multiples of vector_width";
+    if (rowsT % p.at("s_rows") || rowsT % p.at("pv_rows"))
+      return "the tile's rows (" + std::to_string(rowsT) +
+             ") must be a multiple of s_rows and pv_rows";
+    if (rowsT > 256)
+      return "more than 256 rows per tile";
+    if (p.at("key_tile") % p.at("s_keys"))
+      return "key_tile must be a multiple of s_keys";
+    if (dv % p.at("channel_block"))
+      return "channel_block must divide dv";
+    if (p.at("pv_chans") > dv)
+      return "pv_chans exceeds dv";
+    // Register budget: accumulators + row vectors + one broadcast.
+    auto fits = [&](int64_t r, int64_t k) {
+      return (r / w) * k + r / w + 1 <= regs;
+    };
+    if (!fits(p.at("s_rows"), p.at("s_keys")))
+      return "QK^T register block needs more than " + std::to_string(regs) +
+             " vector registers";
+    if (!fits(p.at("pv_rows"), p.at("pv_chans")))
+      return "PV register block needs more than " + std::to_string(regs) +
+             " vector registers";
+    // Per-task scratch must fit in L2 (1 MiB on Zen 4; keep half free).
+    int64_t scratch = 4 * rowsT *
+                      (dk + 2 * p.at("key_tile") + 2 * dv +
+                       2 * dv / p.at("channel_block") + 4);
+    if (p.at("stage_kv"))
+      scratch += 4 * p.at("key_tile") * (dk + dv);
+    if (scratch > 512 * 1024)
+      return "per-task scratch " + std::to_string(scratch / 1024) +
+             " KiB exceeds 512 KiB";
+    if (p.count("gemm_cols")) {
+      if (p.at("gemm_cols") % w)
+        return "gemm_cols must be a multiple of vector_width";
+      if ((p.at("gemm_cols") / w) * p.at("gemm_rows") + p.at("gemm_cols") / w +
+              1 >
+          regs)
+        return "GEMM register block needs more than " +
+               std::to_string(regs) + " vector registers";
+    }
+    return "";
+  };
+  return space;
+}
+
+AttentionTiles cpuAttentionTiles(const AttentionSpec &s,
+                                 const ScheduleParams &p) {
+  AttentionTiles t;
+  t.headsPerTile = static_cast<int>(get(p, "heads_per_tile"));
+  t.tokensPerTile = static_cast<int>(get(p, "tokens_per_tile"));
+  t.rows = static_cast<int>(
+      roundUp(t.headsPerTile * t.tokensPerTile, get(p, "vector_width")));
+  t.keyTile = static_cast<int>(get(p, "key_tile"));
+  t.channelBlock = static_cast<int>(get(p, "channel_block"));
+  t.stageKv = get(p, "stage_kv") != 0;
+  (void)s;
+  return t;
+}
+
+void scheduleAttentionCpu(AttentionStages st, Func output,
+                          const AttentionVars &v, const AttentionSpec &s,
+                          const ScheduleParams &p) {
+  const AttentionTiles &tl = st.tiles;
+  const int vw = static_cast<int>(get(p, "vector_width"));
+  const int sRows = static_cast<int>(get(p, "s_rows"));
+  const int sKeys = static_cast<int>(get(p, "s_keys"));
+  const int pvRows = static_cast<int>(get(p, "pv_rows"));
+  const int pvChans = static_cast<int>(get(p, "pv_chans"));
+  const bool headsInner = get(p, "task_order") == 0;
+  const int CB = tl.channelBlock;
+
+  // The parallel loop: one task per (batch, head block, query tile). Each
+  // task stores its tile of the output from the finished state.
+  Var to("to"), ti("ti"), hb("hb"), hi("hi"), co("co"), ck("ck"),
+      task("task");
+  output.bound(v.c, 0, static_cast<int>(s.d_v))
+      .bound(v.hd, 0, static_cast<int>(s.h))
+      .split(v.t, to, ti, tl.tokensPerTile, TailStrategy::GuardWithIf)
+      .split(v.hd, hb, hi, tl.headsPerTile, TailStrategy::RoundUp)
+      .split(v.c, co, ck, CB, TailStrategy::RoundUp);
+  if (headsInner)
+    output.reorder(ck, co, hi, ti, hb, to, v.b).fuse(hb, to, task);
+  else
+    output.reorder(ck, co, hi, ti, to, hb, v.b).fuse(to, hb, task);
+  output.fuse(task, v.b, task).parallel(task).unroll(ck);
+
+  // Per task: the query tile, then the scan over visible key tiles.
+  st.qTile.compute_at(output, task).vectorize(v.i, vw);
+  st.state.compute_at(output, task)
+      .align_bounds(v.i, tl.rows)
+      .vectorize(v.i, vw);
+  st.state.update().reorder(v.i, v.cb, st.rt).vectorize(v.i, vw);
+
+  // Per key tile (inside the scan): QK^T in sRows x sKeys register blocks.
+  Var io("io"), ii("ii"), jo("jo"), ji("ji"), ci("ci");
+  st.scores.compute_at(st.state, st.rt)
+      .split(v.i, io, ii, sRows)
+      .split(v.j, jo, ji, sKeys)
+      .reorder(ii, ji, io, jo)
+      .vectorize(ii, vw)
+      .unroll(ii)
+      .unroll(ji);
+  st.scoresAcc.compute_at(st.scores, io)
+      .vectorize(v.i, vw)
+      .unroll(v.i)
+      .unroll(v.j);
+  st.scoresAcc.update()
+      .reorder(v.i, v.j, st.rc)
+      .vectorize(v.i, vw)
+      .unroll(v.i)
+      .unroll(v.j);
+
+  // Softmax of the tile, rows in vector lanes.
+  st.tileMax.compute_at(st.state, st.rt).vectorize(v.i, vw);
+  st.tileMax.update().reorder(v.i, st.rj).vectorize(v.i, vw);
+  st.probs.compute_at(st.state, st.rt).vectorize(v.i, vw);
+  st.tileSum.compute_at(st.state, st.rt).vectorize(v.i, vw);
+  st.tileSum.update().reorder(v.i, st.rj).vectorize(v.i, vw);
+
+  // PV in pvRows x pvChans register blocks.
+  st.pv.compute_at(st.state, st.rt)
+      .split(v.i, io, ii, pvRows)
+      .split(v.c, co, ci, pvChans, TailStrategy::ShiftInwards)
+      .reorder(ii, ci, io, co)
+      .vectorize(ii, vw)
+      .unroll(ii)
+      .unroll(ci);
+  st.pvAcc.compute_at(st.pv, io).vectorize(v.i, vw).unroll(v.i).unroll(v.c);
+  st.pvAcc.update()
+      .reorder(v.i, v.c, st.rj)
+      .vectorize(v.i, vw)
+      .unroll(v.i)
+      .unroll(v.c);
+
+  if (tl.stageKv) {
+    // Dense f32 copies of the key tile's K and V rows.
+    st.kTile.compute_at(st.state, st.rt)
+        .vectorize(v.c, vw, TailStrategy::GuardWithIf);
+    st.vTile.compute_at(st.state, st.rt)
+        .vectorize(v.c, vw, TailStrategy::GuardWithIf);
+  }
+}
+
+void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
+                           int64_t outFeatures, const ScheduleParams &p,
+                           bool isOutput) {
+  const int vw = static_cast<int>(get(p, "vector_width"));
+  int cols = static_cast<int>(get(p, "gemm_cols"));
+  const int rows = static_cast<int>(get(p, "gemm_rows"));
+  // Narrow projections (fewer features than a block) use one block.
+  while (cols > vw && cols > outFeatures)
+    cols -= vw;
+  Var no("no"), ni("ni"), to("to"), ti("ti"), task("task");
+  Func out = proj.out;
+  if (!isOutput)
+    out.compute_root();
+  out.bound(v.n, 0, static_cast<int>(outFeatures));
+  // Column panels in parallel; each walks every token of every batch so
+  // its weight panel stays in L2.
+  out.split(v.n, no, ni, cols,
+            outFeatures >= cols ? TailStrategy::ShiftInwards
+                                : TailStrategy::GuardWithIf)
+      .split(v.t, to, ti, rows, TailStrategy::GuardWithIf)
+      .reorder(ni, ti, to, v.b, no)
+      .vectorize(ni, vw)
+      .unroll(ti)
+      .parallel(no);
+  proj.acc.compute_at(out, to).vectorize(v.n, vw).unroll(v.n).unroll(v.t);
+  proj.acc.update()
+      .reorder(v.n, v.t, proj.rk)
+      .vectorize(v.n, vw)
+      .unroll(v.n)
+      .unroll(v.t);
+}
+
+} // namespace mhagen::hl

@@ -1,0 +1,41 @@
+// CPU schedules for the attention algorithm (AttentionAlgorithm.h) and the
+// layer's projections, and the search space of their parameters.
+#ifndef MHAGEN_HALIDE_CPUSCHEDULE_H
+#define MHAGEN_HALIDE_CPUSCHEDULE_H
+
+#include "AttentionAlgorithm.h"
+#include "HalideTargets.h"
+
+#include "mhagen/spec/ScheduleParams.h"
+
+namespace mhagen::hl {
+
+/// The CPU schedule parameters for a spec on a target: every name, its
+/// allowed values, the default point, and the constraints.
+ScheduleSpace cpuScheduleSpace(const AttentionSpec &spec,
+                               const HalideTargetInfo &target);
+
+/// The tile shape the algorithm is built with, from schedule parameters.
+AttentionTiles cpuAttentionTiles(const AttentionSpec &spec,
+                                 const ScheduleParams &p);
+
+/// Flash attention on CPU cores: one parallel task per (batch, head block,
+/// query tile); per task a query tile, per key tile register-blocked QK^T
+/// and PV micro-kernels (rows vectorised), the online-softmax state in a
+/// per-task scratch that does not grow with T_kv.
+/// `output` is the Func that stores out(c, hd, t, b) (the pipeline output
+/// for sdpa, or the attention stage itself inside a layer).
+void scheduleAttentionCpu(AttentionStages st, Halide::Func output,
+                          const AttentionVars &v, const AttentionSpec &spec,
+                          const ScheduleParams &p);
+
+/// A projection as a register-blocked GEMM: gemm_cols output features
+/// (vectorised) x gemm_rows tokens per micro-kernel, column panels in
+/// parallel. `isOutput`: the pipeline's output (else computed at root).
+void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
+                           int64_t outFeatures, const ScheduleParams &p,
+                           bool isOutput);
+
+} // namespace mhagen::hl
+
+#endif

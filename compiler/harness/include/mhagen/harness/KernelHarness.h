@@ -1,0 +1,95 @@
+// Running a generated kernel on seeded random data and checking it against
+// the reference: shared by `mhagen run`, the numerical tests, the
+// benchmarks and the tuner's trial runner, so all of them check the same
+// way with the same tolerances (mhagen/reference/Tolerance.h).
+#ifndef MHAGEN_HARNESS_KERNELHARNESS_H
+#define MHAGEN_HARNESS_KERNELHARNESS_H
+
+#include "mhagen/abi.h"
+#include "mhagen/reference/Tolerance.h"
+#include "mhagen/spec/AttentionSpec.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mhagen {
+
+struct ProblemSize {
+  int64_t B = 1, Tq = 1, Tkv = 1; ///< for op = layer, Tkv = Tq
+};
+
+struct ProblemOptions {
+  uint32_t seed = 1;
+  /// Multiplies Q so scores reach about this magnitude (e.g. 1e4 for the
+  /// huge-logit tests); 0 keeps the natural O(1) scores.
+  double logitMagnitude = 0;
+  /// Padding lengths: -1 random in [1, Tkv]; otherwise this value for
+  /// every batch (0 = every key hidden).
+  int64_t kvLen = -1;
+};
+
+/// Inputs in f32 (already rounded to the spec's dtype) and in the kernel's
+/// storage format, plus the output buffer.
+class Problem {
+public:
+  Problem(const AttentionSpec &spec, ProblemSize size,
+          const ProblemOptions &options);
+
+  const AttentionSpec &spec() const { return spec_; }
+  const ProblemSize &size() const { return size_; }
+  /// Call arguments pointing at this problem's buffers (dense layouts).
+  mhagen_call_args args();
+  /// The output, converted to f32.
+  std::vector<float> output() const;
+  /// Reference output (f64 accumulation) for the given query tokens
+  /// (empty = all); other rows are 0.
+  std::vector<double> reference(const std::vector<int64_t> &rows) const;
+  /// Compares output() with the reference on those rows.
+  Comparison check(const std::vector<int64_t> &rows) const;
+  /// Reference cost estimate in FLOPs for all rows (to decide sampling).
+  double referenceFlops() const;
+  const std::vector<int32_t> &kvLens() const { return lens_; }
+  void clearOutput();
+
+private:
+  struct Tensor {
+    std::vector<float> f32;     ///< values, rounded to the dtype
+    std::vector<uint16_t> bits; ///< bf16/f16 storage
+    const void *data() const {
+      return bits.empty() ? static_cast<const void *>(f32.data())
+                          : static_cast<const void *>(bits.data());
+    }
+  };
+  Tensor make(size_t n, float lo, float hi, uint32_t seed) const;
+
+  AttentionSpec spec_;
+  ProblemSize size_;
+  Tensor q_, k_, v_, x_, wq_, wk_, wv_, wo_, bq_, bk_, bv_, bo_;
+  std::vector<int32_t> lens_;
+  std::vector<float> outF32_;
+  std::vector<uint16_t> outBits_;
+};
+
+/// Query tokens to check: all of them when the reference is cheap, else an
+/// evenly spread sample (always including the first and last tokens).
+std::vector<int64_t> rowsToCheck(const Problem &p, double flopBudget = 2e9);
+
+struct Timing {
+  double medianMs = 0, minMs = 0;
+  int reps = 0;
+};
+
+/// Calls fn once to warm up, then `reps` times; returns median and min.
+template <typename Fn> Timing timeIt(Fn &&fn, int reps);
+
+/// Nominal (every pair) and useful (visited pairs) FLOPs of one call.
+double nominalFlops(const AttentionSpec &spec, const ProblemSize &size);
+double usefulFlops(const AttentionSpec &spec, const ProblemSize &size,
+                   const std::vector<int32_t> &kvLens);
+
+} // namespace mhagen
+
+#include "mhagen/harness/Timing.inc"
+
+#endif

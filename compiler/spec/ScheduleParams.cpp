@@ -1,0 +1,41 @@
+#include "mhagen/spec/ScheduleParams.h"
+
+#include <nlohmann/json.hpp>
+
+namespace mhagen {
+
+std::string scheduleParamsToJson(const ScheduleParams &p) {
+  nlohmann::json j = nlohmann::json::object(); // std::map: sorted keys
+  for (const auto &[k, v] : p)
+    j[k] = v;
+  return j.dump();
+}
+
+bool scheduleParamsFromJson(const std::string &json, ScheduleParams &out,
+                            std::string *error) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(json);
+    if (!j.is_object()) {
+      if (error)
+        *error = "schedule parameters must be a JSON object";
+      return false;
+    }
+    ScheduleParams p;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!it.value().is_number_integer()) {
+        if (error)
+          *error = "schedule parameter '" + it.key() + "' is not an integer";
+        return false;
+      }
+      p[it.key()] = it.value().get<int64_t>();
+    }
+    out = std::move(p);
+    return true;
+  } catch (const std::exception &e) {
+    if (error)
+      *error = std::string("schedule parameters: ") + e.what();
+    return false;
+  }
+}
+
+} // namespace mhagen

@@ -1,0 +1,55 @@
+// Schedule parameters: named integers (tile sizes, vector width, unroll,
+// parallel split) that a backend reads when it schedules a spec. Each
+// backend declares its search space next to its schedules; the tuner
+// searches it and records winners, generation reads them back.
+#ifndef MHAGEN_SPEC_SCHEDULEPARAMS_H
+#define MHAGEN_SPEC_SCHEDULEPARAMS_H
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace mhagen {
+
+using ScheduleParams = std::map<std::string, int64_t>;
+
+/// One tunable parameter and the values it may take.
+struct ParamDecl {
+  std::string name;
+  std::vector<int64_t> values; ///< allowed values, ascending
+  std::string help;
+};
+
+/// A backend's search space for one spec and target: the parameters, the
+/// default point, and the constraints that rule points out before anything
+/// is built (divisibility, register budget, scratch within L2, ...).
+struct ScheduleSpace {
+  std::vector<ParamDecl> params;
+  ScheduleParams defaults;
+  /// "" when the point is valid, otherwise why not.
+  std::function<std::string(const ScheduleParams &)> violation;
+
+  bool valid(const ScheduleParams &p) const {
+    return violation ? violation(p).empty() : true;
+  }
+  /// Number of points in the cross product (before constraints).
+  double size() const {
+    double n = 1;
+    for (const auto &d : params)
+      n *= static_cast<double>(d.values.size());
+    return n;
+  }
+};
+
+/// {"a":1,"b":2} (keys sorted): deterministic text for manifests and the
+/// tuning database.
+std::string scheduleParamsToJson(const ScheduleParams &p);
+/// Parses the text written by scheduleParamsToJson; false on bad input.
+bool scheduleParamsFromJson(const std::string &json, ScheduleParams &out,
+                            std::string *error);
+
+} // namespace mhagen
+
+#endif

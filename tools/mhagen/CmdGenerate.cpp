@@ -1,0 +1,129 @@
+// mhagen generate (the default subcommand): spec(s) -> object, header,
+// manifest (+ IR dumps, + a loadable shared library).
+#include "Commands.h"
+#include "SpecOptions.h"
+
+#include "mhagen/driver/Driver.h"
+#include "mhagen/spec/SpecParser.h"
+
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+namespace mhagen::cli {
+
+std::set<std::string> parseEmitList(const std::string &list) {
+  static const std::set<std::string> known = {"stmt", "html", "llvm",
+                                              "asm",  "mlir", "ptx"};
+  std::set<std::string> out;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty())
+      continue;
+    bool stage = item.rfind("mlir.", 0) == 0;
+    if (!known.count(item) && !stage && item != "mlir-stages")
+      throw CLI::ValidationError(
+          "--emit", "unknown IR '" + item +
+                        "'; choose from stmt, html, llvm, asm, mlir, "
+                        "mlir-stages, ptx");
+    out.insert(item);
+  }
+  return out;
+}
+
+ScheduleParams parseScheduleList(const std::string &list) {
+  ScheduleParams p;
+  std::stringstream ss(list);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty())
+      continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      throw CLI::ValidationError("--schedule",
+                                 "expected NAME=VALUE, got '" + item + "'");
+    try {
+      size_t used = 0;
+      long long v = std::stoll(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1)
+        throw std::invalid_argument("trailing text");
+      p[item.substr(0, eq)] = v;
+    } catch (const std::exception &) {
+      throw CLI::ValidationError("--schedule", "value of '" +
+                                                   item.substr(0, eq) +
+                                                   "' is not an integer");
+    }
+  }
+  return p;
+}
+
+void addGenerateCommand(CLI::App &app, int &exitCode) {
+  auto *cmd = app.add_subcommand(
+      "generate", "Generate kernels: object, C header and manifest (default)");
+  struct Opts {
+    SpecOptions spec;
+    std::string outDir = ".";
+    std::string emit;
+    bool shared = false;
+    std::string libName = "mhagen_kernels";
+    std::string schedule;
+    std::string db;
+  };
+  auto o = std::make_shared<Opts>();
+  o->spec.addTo(*cmd);
+  cmd->add_option("-o,--out-dir", o->outDir, "output directory")
+      ->capture_default_str();
+  cmd->add_option("--emit", o->emit,
+                  "also write IRs: stmt,html,llvm,asm,mlir,mlir-stages,ptx");
+  cmd->add_flag("--shared", o->shared,
+                "also link a loadable shared library of all kernels");
+  cmd->add_option("--lib-name", o->libName,
+                  "shared library name (lib<NAME>.so)")
+      ->capture_default_str();
+  cmd->add_option("--schedule", o->schedule,
+                  "schedule parameters NAME=VALUE,... (override defaults)");
+  cmd->callback([o, &exitCode] {
+    std::vector<AttentionSpec> specs;
+    GenerateOptions g;
+    try {
+      specs = o->spec.build();
+      g.emit = parseEmitList(o->emit);
+      g.schedule = parseScheduleList(o->schedule);
+    } catch (const SpecError &e) {
+      std::cerr << e.what() << "\n";
+      exitCode = kExitUsage;
+      return;
+    } catch (const CLI::Error &e) {
+      std::cerr << "error: " << e.what() << "\n";
+      exitCode = kExitUsage;
+      return;
+    }
+    g.outDir = o->outDir;
+    if (!g.schedule.empty())
+      g.scheduleSource.kind = "explicit";
+    try {
+      std::vector<GeneratedKernel> all;
+      for (const AttentionSpec &s : specs) {
+        auto ks = generateKernels({s}, g);
+        all.insert(all.end(), ks.begin(), ks.end());
+      }
+      for (const GeneratedKernel &k : all) {
+        std::cout << k.symbol << ": " << k.objectPath << " " << k.headerPath
+                  << " " << k.manifestPath;
+        for (const auto &[name, path] : k.irPaths)
+          std::cout << " " << path;
+        std::cout << "\n";
+      }
+      if (o->shared) {
+        std::string lib = o->outDir + "/lib" + o->libName + ".so";
+        linkSharedLibrary(all, lib);
+        std::cout << "shared library: " << lib << "\n";
+      }
+      exitCode = kExitOk;
+    } catch (const std::exception &e) {
+      std::cerr << "mhagen: error: " << e.what() << "\n";
+      exitCode = kExitFailure;
+    }
+  });
+}
+
+} // namespace mhagen::cli

@@ -1,0 +1,204 @@
+// mhagen run: generate (or load) a kernel, run it on seeded random data,
+// check it against the f64 reference and time it.
+#include "Commands.h"
+#include "SpecOptions.h"
+
+#include "mhagen/driver/Driver.h"
+#include "mhagen/harness/KernelHarness.h"
+#include "mhagen/runtime.h"
+#include "mhagen/spec/SpecParser.h"
+#include "mhagen/support/Process.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+namespace mhagen::cli {
+
+namespace {
+
+struct RunOpts {
+  SpecOptions spec;
+  int64_t B = 1, T = 512, Tkv = 0;
+  int reps = 10;
+  int threads = 0;
+  uint32_t seed = 1;
+  std::string format = "text";
+  std::string lib;
+  std::string variant;
+  std::string keep;
+  std::string schedule;
+};
+
+// Runs one spec; returns the exit code.
+int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
+           std::ostream &text) {
+  AttentionSpec spec = input;
+  spec.target = resolveTarget(spec.target, spec.dtype);
+  std::string symbol = variantSymbol(spec);
+  std::unique_ptr<TempDir> tmp;
+  std::string libPath = o.lib;
+  if (libPath.empty()) {
+    std::string dir = o.keep;
+    if (dir.empty()) {
+      tmp = std::make_unique<TempDir>("mhagen-run");
+      dir = tmp->path();
+    }
+    GenerateOptions g;
+    g.outDir = dir;
+    g.schedule = parseScheduleList(o.schedule);
+    if (!g.schedule.empty())
+      g.scheduleSource.kind = "explicit";
+    auto kernels = generateKernels({spec}, g);
+    libPath = dir + "/lib" + symbol + ".so";
+    linkSharedLibrary(kernels, libPath);
+  }
+  mhagen_library *lib = nullptr;
+  if (mhagen_load_library(libPath.c_str(), &lib) != MHAGEN_OK)
+    throw std::runtime_error(mhagen_last_error());
+  const mhagen_kernel *k = nullptr;
+  int rc = o.lib.empty()
+               ? mhagen_find(symbol.c_str(), &k)
+               : mhagen_find_variant(spec.hash().c_str(),
+                                     o.variant.empty() ? nullptr
+                                                       : o.variant.c_str(),
+                                     nullptr, &k);
+  if (rc != MHAGEN_OK)
+    throw std::runtime_error(mhagen_last_error());
+  if (o.threads > 0 && mhagen_set_num_threads(o.threads) != MHAGEN_OK)
+    throw std::runtime_error(mhagen_last_error());
+
+  ProblemSize size{o.B, spec.T.value_or(o.T),
+                   spec.T_kv.value_or(o.Tkv ? o.Tkv : spec.T.value_or(o.T))};
+  if (spec.B)
+    size.B = *spec.B;
+  ProblemOptions po;
+  po.seed = o.seed;
+  Problem p(spec, size, po);
+  mhagen_call_args args = p.args();
+  if (mhagen_call(k, &args) != MHAGEN_OK)
+    throw std::runtime_error(mhagen_last_error());
+  std::vector<int64_t> rows = rowsToCheck(p);
+  Comparison cmp = p.check(rows);
+  Timing t = timeIt(
+      [&] {
+        if (mhagen_call(k, &args) != MHAGEN_OK)
+          throw std::runtime_error(mhagen_last_error());
+      },
+      o.reps);
+  const double nominal = nominalFlops(spec, p.size());
+  const double useful = usefulFlops(spec, p.size(), p.kvLens());
+  const Tolerance tol = toleranceFor(spec.dtype, spec.op);
+  const int threads = mhagen_get_num_threads();
+  const int64_t checked = rows.empty() ? p.size().Tq
+                                       : static_cast<int64_t>(rows.size());
+
+  js["variant"] = mhagen_kernel_symbol(k);
+  js["target"] = mhagen_kernel_target(k);
+  js["backend"] = mhagen_kernel_backend(k);
+  js["threads"] = threads;
+  js["B"] = p.size().B;
+  js["T"] = p.size().Tq;
+  js["Tkv"] = p.size().Tkv;
+  js["median_ms"] = t.medianMs;
+  js["min_ms"] = t.minMs;
+  js["reps"] = t.reps;
+  js["gflops_nominal"] = nominal / (t.medianMs * 1e6);
+  js["gflops_useful"] = useful / (t.medianMs * 1e6);
+  js["max_abs_err"] = cmp.maxAbsErr;
+  js["rows_checked"] = checked;
+  js["within_tolerance"] = cmp.ok();
+
+  char buf[512];
+  text << "kernel   " << mhagen_kernel_symbol(k) << " ("
+       << mhagen_kernel_backend(k) << ", " << mhagen_kernel_target(k) << ", "
+       << threads << " threads)\n";
+  text << "problem  B " << p.size().B << ", T_q " << p.size().Tq << ", T_kv "
+       << p.size().Tkv << "\n";
+  std::snprintf(buf, sizeof buf,
+                "time     median %.3f ms (min %.3f ms, %d reps)\n",
+                t.medianMs, t.minMs, t.reps);
+  text << buf;
+  std::snprintf(buf, sizeof buf, "GFLOP/s  nominal %.1f, useful %.1f\n",
+                nominal / (t.medianMs * 1e6), useful / (t.medianMs * 1e6));
+  text << buf;
+  std::snprintf(buf, sizeof buf,
+                "check    max |err| %.3g vs the f64 reference on %lld of "
+                "%lld query rows: %s (tolerance %g + %g*|ref|)\n",
+                cmp.maxAbsErr, static_cast<long long>(checked),
+                static_cast<long long>(p.size().Tq),
+                cmp.ok() ? "OK" : "FAILED", tol.atol, tol.rtol);
+  text << buf;
+  return cmp.ok() ? kExitOk : kExitFailure;
+}
+
+} // namespace
+
+void addRunCommand(CLI::App &app, int &exitCode) {
+  auto *cmd = app.add_subcommand(
+      "run", "Generate (or load) a kernel, check it against the reference "
+             "and time it");
+  auto o = std::make_shared<RunOpts>();
+  o->spec.addTo(*cmd);
+  cmd->add_option("--B", o->B, "batch")->capture_default_str()->check(
+      CLI::PositiveNumber);
+  cmd->add_option("--T", o->T, "query tokens")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--Tkv", o->Tkv, "key/value tokens (default: T)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--reps", o->reps, "timed repetitions")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o->threads, "kernel threads (default: all)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
+  cmd->add_option("--format", o->format, "text | json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--lib", o->lib,
+                  "load kernels from this shared library instead of "
+                  "generating")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--variant", o->variant,
+                  "with --lib: force a target variant (e.g. avx2)");
+  cmd->add_option("--keep", o->keep,
+                  "generate into this directory and keep the files");
+  cmd->add_option("--schedule", o->schedule,
+                  "schedule parameters NAME=VALUE,...");
+  cmd->callback([o, &exitCode] {
+    std::vector<AttentionSpec> specs;
+    try {
+      specs = o->spec.build();
+    } catch (const SpecError &e) {
+      std::cerr << e.what() << "\n";
+      exitCode = kExitUsage;
+      return;
+    }
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    int worst = kExitOk;
+    for (const AttentionSpec &s : specs) {
+      nlohmann::ordered_json js;
+      try {
+        int rc = runOne(s, *o, js, std::cout);
+        worst = std::max(worst, rc);
+      } catch (const CLI::Error &e) {
+        std::cerr << "error: " << e.what() << "\n";
+        exitCode = kExitUsage;
+        return;
+      } catch (const std::exception &e) {
+        std::cerr << "mhagen run: error: " << e.what() << "\n";
+        worst = kExitFailure;
+        js["error"] = e.what();
+      }
+      all.push_back(js);
+    }
+    if (o->format == "json")
+      std::cout << (all.size() == 1 ? all[0].dump(2) : all.dump(2)) << "\n";
+    exitCode = worst;
+  });
+}
+
+} // namespace mhagen::cli
