@@ -62,6 +62,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
     throw BackendError("schedule", "heads_per_tile " + std::to_string(HP) +
                                        " does not divide h/kv " +
                                        std::to_string(group));
+  if (tiles.bf16Dot && (s.d_k % 2 || KT % 2 || s.dtype != DType::BF16))
+    throw BackendError("schedule", "bf16_dot needs bf16 inputs, an even dk "
+                                   "and an even key_tile");
   if (QT < HP * TT)
     throw BackendError("schedule", "rows per tile " + std::to_string(QT) +
                                        " < heads_per_tile * tokens_per_tile");
@@ -90,33 +93,56 @@ AttentionStages defineAttention(const AttentionSpec &s,
   if (s.mask.padding)
     visible = visible && key < in.kvLen(b);
 
-  st.qTile = Func("q_tile");
-  st.qTile(i, c, qo, ho, b) = in.q(c, head, tokenClamped, b) * scale;
+  st.rj = RDom(0, KT, "rj");
+  if (!tiles.bf16Dot) {
+    st.qTile = Func("q_tile");
+    st.qTile(i, c, qo, ho, b) = in.q(c, head, tokenClamped, b) * scale;
 
-  Func kRead("k_read"), vRead("v_read"); // a key tile as (c, j, kt, g, b)
-  kRead(c, j, kt, g, b) = in.k(c, g, min(kt * KT + j, Tkv - 1), b);
-  vRead(c, j, kt, g, b) = in.v(c, g, min(kt * KT + j, Tkv - 1), b);
-  if (tiles.stageKv) {
-    st.kTile = Func("k_tile");
-    st.kTile(c, j, kt, g, b) = kRead(c, j, kt, g, b);
-    st.vTile = Func("v_tile");
-    st.vTile(c, j, kt, g, b) = vRead(c, j, kt, g, b);
-    kRead = st.kTile;
-    vRead = st.vTile;
+    Func kRead("k_read"), vRead("v_read"); // a key tile as (c, j, kt, g, b)
+    kRead(c, j, kt, g, b) = in.k(c, g, min(kt * KT + j, Tkv - 1), b);
+    vRead(c, j, kt, g, b) = in.v(c, g, min(kt * KT + j, Tkv - 1), b);
+    if (tiles.stageKv) {
+      st.kTile = Func("k_tile");
+      st.kTile(c, j, kt, g, b) = kRead(c, j, kt, g, b);
+      st.vTile = Func("v_tile");
+      st.vTile(c, j, kt, g, b) = vRead(c, j, kt, g, b);
+      kRead = st.kTile;
+      vRead = st.vTile;
+    }
+
+    // S = Q K^T for one key tile.
+    st.rc = RDom(0, static_cast<int>(s.d_k), "rc");
+    st.scoresAcc = Func("scores_acc");
+    st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
+    st.scoresAcc(i, j, kt, qo, ho, b) +=
+        st.qTile(i, st.rc, qo, ho, b) * kRead(st.rc, j, kt, kvHead, b);
+    st.scores = Func("scores");
+    st.scores(i, j, kt, qo, ho, b) =
+        select(visible, st.scoresAcc(i, j, kt, qo, ho, b), kLowest);
+  } else {
+    // bf16 pairs: element p of pair c2 is channel 2*c2 + p. Q keeps its
+    // bf16 values (the scale is applied to the f32 dot product).
+    const Var &p = v.p;
+    Var c2("c2");
+    st.qTile = Func("q_tile");
+    st.qTile(p, i, c2, qo, ho, b) =
+        in.qRaw(2 * c2 + p, head, tokenClamped, b);
+    // K rows of the key tile, copied dense (the clamped key index then
+    // stays out of the inner loop's addressing).
+    st.kTile = Func("k_rows");
+    st.kTile(c, j, kt, g, b) = in.kRaw(c, g, min(kt * KT + j, Tkv - 1), b);
+    st.rc = RDom(0, 2, 0, static_cast<int>(s.d_k / 2), "rc");
+    st.scoresAcc = Func("scores_acc");
+    st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
+    st.scoresAcc(i, j, kt, qo, ho, b) +=
+        cast<float>(st.qTile(st.rc.x, i, st.rc.y, qo, ho, b)) *
+        cast<float>(st.kTile(2 * st.rc.y + st.rc.x, j, kt, kvHead, b));
+    st.scores = Func("scores");
+    st.scores(i, j, kt, qo, ho, b) =
+        select(visible, st.scoresAcc(i, j, kt, qo, ho, b) * scale, kLowest);
   }
 
-  // S = Q K^T for one key tile.
-  st.rc = RDom(0, static_cast<int>(s.d_k), "rc");
-  st.scoresAcc = Func("scores_acc");
-  st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
-  st.scoresAcc(i, j, kt, qo, ho, b) +=
-      st.qTile(i, st.rc, qo, ho, b) * kRead(st.rc, j, kt, kvHead, b);
-  st.scores = Func("scores");
-  st.scores(i, j, kt, qo, ho, b) =
-      select(visible, st.scoresAcc(i, j, kt, qo, ho, b), kLowest);
-
   // Softmax of the tile against its own row max.
-  st.rj = RDom(0, KT, "rj");
   st.tileMax = Func("tile_max");
   st.tileMax(i, kt, qo, ho, b) = kLowest;
   st.tileMax(i, kt, qo, ho, b) =
@@ -127,15 +153,41 @@ AttentionStages defineAttention(const AttentionSpec &s,
              expNonPositive(st.scores(i, j, kt, qo, ho, b) -
                             st.tileMax(i, kt, qo, ho, b)),
              0.0f);
-  st.tileSum = Func("tile_sum");
-  st.tileSum(i, kt, qo, ho, b) = 0.0f;
-  st.tileSum(i, kt, qo, ho, b) += st.probs(i, st.rj, kt, qo, ho, b);
 
-  // P V for the tile.
   st.pvAcc = Func("pv_acc");
   st.pvAcc(i, c, kt, qo, ho, b) = 0.0f;
-  st.pvAcc(i, c, kt, qo, ho, b) +=
-      st.probs(i, st.rj, kt, qo, ho, b) * vRead(c, st.rj, kt, kvHead, b);
+  st.tileSum = Func("tile_sum");
+  st.tileSum(i, kt, qo, ho, b) = 0.0f;
+  if (!tiles.bf16Dot) {
+    st.tileSum(i, kt, qo, ho, b) += st.probs(i, st.rj, kt, qo, ho, b);
+    // P V for the tile.
+    st.pvAcc(i, c, kt, qo, ho, b) +=
+        st.probs(i, st.rj, kt, qo, ho, b) *
+        (tiles.stageKv ? st.vTile(c, st.rj, kt, kvHead, b)
+                       : in.v(c, kvHead, min(kt * KT + st.rj, Tkv - 1), b));
+  } else {
+    // P rounded to bf16 in key pairs; the row sum uses the same rounded
+    // values so that the normalisation matches what P V saw.
+    const Var &p = v.p;
+    Var j2("j2");
+    st.probsBf16 = Func("probs_bf16");
+    st.probsBf16(p, i, j2, kt, qo, ho, b) =
+        cast(BFloat(16), st.probs(i, 2 * j2 + p, kt, qo, ho, b));
+    st.rjPairs = RDom(0, 2, 0, KT / 2, "rjp");
+    st.tileSum(i, kt, qo, ho, b) += cast<float>(
+        st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b));
+    // V rows copied dense first, then interleaved in key pairs: a key
+    // index clamped per lane would turn the loads into gathers.
+    st.vRows = Func("v_rows");
+    st.vRows(c, j, kt, g, b) = in.vRaw(c, g, min(kt * KT + j, Tkv - 1), b);
+    st.vTile = Func("v_pairs");
+    st.vTile(p, c, j2, kt, g, b) = st.vRows(c, 2 * j2 + p, kt, g, b);
+    st.pvAcc(i, c, kt, qo, ho, b) +=
+        cast<float>(st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho,
+                                 b)) *
+        cast<float>(
+            st.vTile(st.rjPairs.x, c, st.rjPairs.y, kt, kvHead, b));
+  }
   st.pv = Func("pv");
   st.pv(i, c, kt, qo, ho, b) = st.pvAcc(i, c, kt, qo, ho, b);
 

@@ -21,6 +21,7 @@ struct AttentionVars {
   Halide::Var ho{"ho"};        // head block (headsPerTile heads)
   Halide::Var cb{"cb"};        // accumulator channel block
   Halide::Var g{"g"};          // key/value head
+  Halide::Var p{"p"};          // element of a bf16 pair (0, 1)
   Halide::Var n{"n"};          // projection output feature
 };
 
@@ -37,11 +38,17 @@ struct AttentionTiles {
   int keyTile = 32;      ///< keys per online-softmax step
   int channelBlock = 16; ///< accumulator channels per state tuple (divides dv)
   bool stageKv = false;  ///< copy each K/V tile to dense f32 first
+  /// bf16 inputs on AVX512_BF16: both products run as pairwise bf16 dot
+  /// products (vdpbf16ps). Q and K stay bf16, P is rounded to bf16, and
+  /// V is copied per key tile into key-pair-interleaved rows.
+  bool bf16Dot = false;
 };
 
-/// Inputs of the attention core as f32 Funcs over (c, head, token, batch).
+/// Inputs of the attention core as f32 Funcs over (c, head, token, batch);
+/// with bf16Dot also in their storage type (qRaw, kRaw, vRaw).
 struct AttentionInputs {
   Halide::Func q, k, v;
+  Halide::Func qRaw, kRaw, vRaw;
   Halide::Expr tq, tkv;   ///< query and key/value lengths
   Halide::Func kvLen;     ///< kvLen(b): keys visible in batch b (padding)
   bool hasKvLen = false;
@@ -50,8 +57,12 @@ struct AttentionInputs {
 /// Every stage of the fused (flash) attention, for scheduling.
 struct AttentionStages {
   Halide::Func qTile;     ///< qTile(i, c, qo, ho, b) = q * scale
-  Halide::Func kTile;     ///< kTile(c, j, kt, g, b) (only with stageKv)
-  Halide::Func vTile;     ///< vTile(c, j, kt, g, b) (only with stageKv)
+  Halide::Func kTile;     ///< kTile(c, j, kt, g, b): K rows of a key tile
+                          ///< (stageKv: f32; bf16Dot: bf16)
+  Halide::Func vTile;     ///< vTile(c, j, kt, g, b) (stageKv), or with
+                          ///< bf16Dot vTile(p, c, j2, kt, g, b) = V pairs
+  Halide::Func probsBf16; ///< probsBf16(p, i, j2, ...) (bf16Dot only)
+  Halide::Func vRows;     ///< bf16Dot: dense V rows of a key tile
   Halide::Func scoresAcc; ///< scoresAcc(i, j, kt, qo, ho, b) = q . k
   Halide::Func scores;    ///< masked scores of one key tile
   Halide::Func tileMax;   ///< row max of a key tile
@@ -61,8 +72,10 @@ struct AttentionStages {
   Halide::Func pv;
   Halide::Func state;     ///< running (acc[channelBlock], max, sum) per row
   Halide::Func out;       ///< out(c, hd, t, b) = acc / sum (0 if all masked)
-  Halide::RDom rc;        ///< over dk (the QK^T dot)
+  Halide::RDom rc;        ///< over dk (the QK^T dot); with bf16Dot
+                          ///< (pair, dk/2)
   Halide::RDom rj;        ///< over the keys of one tile
+  Halide::RDom rjPairs;   ///< bf16Dot: (pair, KT/2) for the PV dot
   Halide::RDom rt;        ///< over key tiles (bounded by the mask)
   AttentionTiles tiles;
 };

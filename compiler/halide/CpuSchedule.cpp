@@ -41,6 +41,12 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   const int64_t regs = vw == 16 ? 32 : 16;
   const int64_t group = s.h / s.n_kv;
   const bool layer = s.op == Op::Layer;
+  // The bf16 dot path reads bf16 Q/K/V directly: the attention core of an
+  // sdpa kernel on a target with AVX512_BF16.
+  const bool bf16DotOk =
+      s.op == Op::Sdpa && s.dtype == DType::BF16 && s.d_k % 2 == 0 &&
+      std::find(target.cpuFeatures.begin(), target.cpuFeatures.end(),
+                "avx512_bf16") != target.cpuFeatures.end();
 
   std::vector<int64_t> hp = divisorsUpTo(group, 64);
   space.params = {
@@ -60,6 +66,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       {"stage_kv", {0, 1}, "copy K/V tiles to dense f32 scratch"},
       {"task_order", {0, 1},
        "0: head blocks innermost in the parallel loop; 1: query tiles"},
+      {"bf16_dot", bf16DotOk ? std::vector<int64_t>{0, 1}
+                             : std::vector<int64_t>{0},
+       "bf16 pairwise dot products (vdpbf16ps) for QK^T and PV"},
   };
   if (layer) {
     space.params.push_back(
@@ -85,6 +94,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   d["pv_chans"] = vw == 16 ? 8 : 4;
   d["stage_kv"] = s.dtype == DType::F32 ? 0 : 1;
   d["task_order"] = 0;
+  d["bf16_dot"] = bf16DotOk ? 1 : 0;
+  if (d["bf16_dot"])
+    d["stage_kv"] = 0; // V is staged as bf16 pairs instead
   if (layer) {
     d["gemm_cols"] = vw == 16 ? 48 : 24;
     d["gemm_rows"] = vw == 16 ? 8 : 4;
@@ -130,6 +142,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       return "more than 256 rows per tile";
     if (p.at("key_tile") % p.at("s_keys"))
       return "key_tile must be a multiple of s_keys";
+    if (p.at("bf16_dot") && (p.at("key_tile") % 2 || p.at("stage_kv")))
+      return "bf16_dot needs an even key_tile and stage_kv = 0";
     if (dv % p.at("channel_block"))
       return "channel_block must divide dv";
     if (p.at("pv_chans") > dv)
@@ -177,6 +191,7 @@ AttentionTiles cpuAttentionTiles(const AttentionSpec &s,
   t.keyTile = static_cast<int>(get(p, "key_tile"));
   t.channelBlock = static_cast<int>(get(p, "channel_block"));
   t.stageKv = get(p, "stage_kv") != 0;
+  t.bf16Dot = get(p, "bf16_dot") != 0;
   (void)s;
   return t;
 }
@@ -209,7 +224,10 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
   output.fuse(task, v.b, task).parallel(task).unroll(ck);
 
   // Per task: the query tile, then the scan over visible key tiles.
-  st.qTile.compute_at(output, task).vectorize(v.i, vw);
+  if (tl.bf16Dot)
+    st.qTile.compute_at(output, task).vectorize(v.p).vectorize(v.i, vw);
+  else
+    st.qTile.compute_at(output, task).vectorize(v.i, vw);
   st.state.compute_at(output, task)
       .align_bounds(v.i, tl.rows)
       .vectorize(v.i, vw);
@@ -228,18 +246,44 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
       .vectorize(v.i, vw)
       .unroll(v.i)
       .unroll(v.j);
-  st.scoresAcc.update()
-      .reorder(v.i, v.j, st.rc)
-      .vectorize(v.i, vw)
-      .unroll(v.i)
-      .unroll(v.j);
+  if (tl.bf16Dot) {
+    // Pairs of channels in adjacent lanes, reduced by vdpbf16ps.
+    st.scoresAcc.update()
+        .atomic()
+        .reorder(st.rc.x, v.i, v.j, st.rc.y)
+        .vectorize(st.rc.x)
+        .vectorize(v.i, vw)
+        .unroll(v.i)
+        .unroll(v.j);
+  } else {
+    st.scoresAcc.update()
+        .reorder(v.i, v.j, st.rc)
+        .vectorize(v.i, vw)
+        .unroll(v.i)
+        .unroll(v.j);
+  }
 
   // Softmax of the tile, rows in vector lanes.
   st.tileMax.compute_at(st.state, st.rt).vectorize(v.i, vw);
   st.tileMax.update().reorder(v.i, st.rj).vectorize(v.i, vw);
   st.probs.compute_at(st.state, st.rt).vectorize(v.i, vw);
   st.tileSum.compute_at(st.state, st.rt).vectorize(v.i, vw);
-  st.tileSum.update().reorder(v.i, st.rj).vectorize(v.i, vw);
+  if (tl.bf16Dot) {
+    st.probsBf16.compute_at(st.state, st.rt).vectorize(v.p).vectorize(v.i,
+                                                                      vw);
+    st.kTile.compute_at(st.state, st.rt)
+        .vectorize(v.c, 2 * vw, TailStrategy::GuardWithIf);
+    st.vRows.compute_at(st.state, st.rt)
+        .vectorize(v.c, 2 * vw, TailStrategy::GuardWithIf);
+    st.vTile.compute_at(st.state, st.rt)
+        .vectorize(v.p)
+        .vectorize(v.c, vw, TailStrategy::GuardWithIf);
+    st.tileSum.update()
+        .reorder(v.i, st.rjPairs.x, st.rjPairs.y)
+        .vectorize(v.i, vw);
+  } else {
+    st.tileSum.update().reorder(v.i, st.rj).vectorize(v.i, vw);
+  }
 
   // PV in pvRows x pvChans register blocks.
   st.pv.compute_at(st.state, st.rt)
@@ -250,11 +294,21 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
       .unroll(ii)
       .unroll(ci);
   st.pvAcc.compute_at(st.pv, io).vectorize(v.i, vw).unroll(v.i).unroll(v.c);
-  st.pvAcc.update()
-      .reorder(v.i, v.c, st.rj)
-      .vectorize(v.i, vw)
-      .unroll(v.i)
-      .unroll(v.c);
+  if (tl.bf16Dot) {
+    st.pvAcc.update()
+        .atomic()
+        .reorder(st.rjPairs.x, v.i, v.c, st.rjPairs.y)
+        .vectorize(st.rjPairs.x)
+        .vectorize(v.i, vw)
+        .unroll(v.i)
+        .unroll(v.c);
+  } else {
+    st.pvAcc.update()
+        .reorder(v.i, v.c, st.rj)
+        .vectorize(v.i, vw)
+        .unroll(v.i)
+        .unroll(v.c);
+  }
 
   if (tl.stageKv) {
     // Dense f32 copies of the key tile's K and V rows.

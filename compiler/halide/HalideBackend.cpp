@@ -109,6 +109,9 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     in.q(v.c, v.hd, v.t, v.b) = f32(q(v.c, v.hd, v.t, v.b));
     in.k(v.c, v.g, v.t, v.b) = f32(k(v.c, v.g, v.t, v.b));
     in.v(v.c, v.g, v.t, v.b) = f32(vv(v.c, v.g, v.t, v.b));
+    in.qRaw(v.c, v.hd, v.t, v.b) = q(v.c, v.hd, v.t, v.b);
+    in.kRaw(v.c, v.g, v.t, v.b) = k(v.c, v.g, v.t, v.b);
+    in.vRaw(v.c, v.g, v.t, v.b) = vv(v.c, v.g, v.t, v.b);
     in.tq = q.dim(2).extent();
     in.tkv = k.dim(2).extent();
     bp.attention = hl::defineAttention(s, in, tiles, v);

@@ -44,6 +44,18 @@ inline Tolerance toleranceFor(DType t, Op op) {
   return tol;
 }
 
+/// With scores of magnitude |logit| the kernel's own f32 dot products carry
+/// an absolute error of about |logit| * sqrt(dk) * 2^-24 before the exp,
+/// and outputs (convex combinations of V, |V| <= 1) inherit it. The
+/// reference sees the same rounded inputs, so only that accumulation error
+/// is added to the base tolerance.
+inline Tolerance logitScaledTolerance(DType t, Op op, double logit,
+                                      int64_t dk) {
+  Tolerance tol = toleranceFor(t, op);
+  tol.atol += 4.0 * logit * std::sqrt(static_cast<double>(dk)) * 5.96e-8;
+  return tol;
+}
+
 struct Comparison {
   double maxAbsErr = 0;
   int64_t worstIndex = -1;

@@ -1,0 +1,194 @@
+// Edge cases on generated kernels: fully masked rows, huge logits, strided
+// (fused QKV) inputs and outputs, static sizes, determinism across thread
+// counts. Kernels come from the numeric test libraries given as arguments.
+#include "mhagen/harness/KernelHarness.h"
+#include "mhagen/reference/Numerics.h"
+#include "mhagen/manifest.hpp"
+#include "mhagen/runtime.h"
+#include "mhagen/spec/SpecParser.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+using namespace mhagen;
+
+namespace {
+
+const mhagen_kernel *kernel(const char *name) {
+  const mhagen_kernel *k = nullptr;
+  EXPECT_EQ(mhagen_find(name, &k), MHAGEN_OK) << mhagen_last_error();
+  return k;
+}
+
+AttentionSpec specOf(const mhagen_kernel *k) {
+  KernelManifest m;
+  std::string err;
+  EXPECT_TRUE(KernelManifest::fromJson(mhagen_kernel_manifest(k), m, &err));
+  return parseSpecs(m.spec.canonical, m.symbol).at(0);
+}
+
+} // namespace
+
+TEST(FullyMasked, PaddingLengthZeroGivesZeros) {
+  for (const char *name : {"t_sdpa_f32_padding_kv2_dk64",
+                           "t_sdpa_f32_causal_padding_kv1_dk80",
+                           "t_sdpa_bf16_padding_kv4_dk128"}) {
+    const mhagen_kernel *k = kernel(name);
+    ASSERT_NE(k, nullptr);
+    ProblemOptions po;
+    po.kvLen = 0; // every key hidden in every batch
+    Problem p(specOf(k), {3, 33, 65}, po);
+    mhagen_call_args a = p.args();
+    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+    for (float x : p.output())
+      ASSERT_EQ(x, 0.0f) << name; // zeros, not NaN
+  }
+}
+
+TEST(FullyMasked, LayerWithNoVisibleKeyOutputsTheBias) {
+  const mhagen_kernel *k = kernel("t_layer_f32_padding_kv2_dk64");
+  ASSERT_NE(k, nullptr);
+  ProblemOptions po;
+  po.kvLen = 0;
+  Problem p(specOf(k), {2, 9, 9}, po);
+  mhagen_call_args a = p.args();
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  Comparison c = p.check({});
+  EXPECT_TRUE(c.ok()) << c.maxAbsErr;
+}
+
+TEST(FullyMasked, CausalQueriesBeforeTheFirstKey) {
+  // Tq > Tkv: query i sits at position i + Tkv - Tq < 0 for the first rows,
+  // which see no key at all.
+  const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk64");
+  ASSERT_NE(k, nullptr);
+  Problem p(specOf(k), {2, 40, 13}, {});
+  mhagen_call_args a = p.args();
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  std::vector<float> out = p.output();
+  const int64_t width = 4 * 64;
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t i = 0; i < 40 - 13; ++i)
+      for (int64_t c = 0; c < width; ++c)
+        ASSERT_EQ(out[(b * 40 + i) * width + c], 0.0f);
+  EXPECT_TRUE(p.check({}).ok());
+}
+
+TEST(HugeLogits, NoOverflowAndStillAccurate) {
+  for (const char *name :
+       {"t_sdpa_f32_none_kv4_dk64", "t_sdpa_f32_causal_kv1_dk128",
+        "t_sdpa_f32_window_kv2_dk80", "t_sdpa_bf16_causal_kv2_dk64",
+        "t_layer_f32_causal_kv2_dk64"}) {
+    const mhagen_kernel *k = kernel(name);
+    ASSERT_NE(k, nullptr);
+    AttentionSpec s = specOf(k);
+    for (double logit : {1e4, 3e3}) {
+      ProblemOptions po;
+      po.logitMagnitude = logit;
+      Problem p(s, {2, 70, 70}, po);
+      mhagen_call_args a = p.args();
+      ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+      std::vector<float> got = p.output();
+      for (float x : got)
+        ASSERT_TRUE(std::isfinite(x)) << name << " logit " << logit;
+      Tolerance tol = logitScaledTolerance(s.dtype, s.op, logit, s.d_k);
+      Comparison c = compareToReference(got, p.reference({}), tol);
+      EXPECT_TRUE(c.ok()) << name << " logit " << logit << ": max |err| "
+                          << c.maxAbsErr << " tolerance " << tol.atol;
+    }
+  }
+}
+
+TEST(Strides, FusedQkvBufferGivesTheSameBits) {
+  const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk80");
+  ASSERT_NE(k, nullptr);
+  AttentionSpec s = specOf(k);
+  const int64_t B = 2, T = 37, h = s.h, kv = s.n_kv, dk = s.d_k;
+  Problem p(s, {B, T, T}, {});
+  mhagen_call_args dense = p.args();
+  ASSERT_EQ(mhagen_call(k, &dense), MHAGEN_OK) << mhagen_last_error();
+  std::vector<float> want = p.output();
+
+  // One [B, T, (h + 2 kv) dk] buffer holding Q | K | V per token, and an
+  // output with a 7-element gap between tokens and a padded batch stride.
+  const int64_t row = (h + 2 * kv) * dk;
+  std::vector<float> fused(static_cast<size_t>(B * T * row));
+  const float *q = static_cast<const float *>(dense.q);
+  const float *kk = static_cast<const float *>(dense.k);
+  const float *v = static_cast<const float *>(dense.v);
+  for (int64_t t = 0; t < B * T; ++t) {
+    std::memcpy(&fused[t * row], q + t * h * dk, h * dk * 4);
+    std::memcpy(&fused[t * row + h * dk], kk + t * kv * dk, kv * dk * 4);
+    std::memcpy(&fused[t * row + (h + kv) * dk], v + t * kv * dk, kv * dk * 4);
+  }
+  const int64_t outRow = h * s.d_v + 7, outBatch = T * outRow + 5;
+  std::vector<float> out(static_cast<size_t>(B * outBatch), -123.0f);
+  mhagen_call_args a = dense;
+  a.q = fused.data();
+  a.k = fused.data() + h * dk;
+  a.v = fused.data() + (h + kv) * dk;
+  a.q_token_stride = a.k_token_stride = a.v_token_stride = row;
+  a.out = out.data();
+  a.out_token_stride = outRow;
+  a.out_batch_stride = outBatch;
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t c = 0; c < h * s.d_v; ++c)
+        ASSERT_EQ(out[b * outBatch + t * outRow + c],
+                  want[(b * T + t) * h * s.d_v + c]);
+      for (int64_t c = h * s.d_v; c < outRow; ++c) // gaps untouched
+        ASSERT_EQ(out[b * outBatch + t * outRow + c], -123.0f);
+    }
+}
+
+TEST(StaticSizes, RunsAtItsSizeAndRefusesOthers) {
+  const mhagen_kernel *k = kernel("t_static_sdpa");
+  ASSERT_NE(k, nullptr);
+  AttentionSpec s = specOf(k);
+  Problem p(s, {2, 64, 129}, {});
+  mhagen_call_args a = p.args();
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  EXPECT_TRUE(p.check({}).ok());
+  a.t_q = 63;
+  EXPECT_EQ(mhagen_call(k, &a), MHAGEN_ERR_SHAPE_MISMATCH);
+  EXPECT_NE(std::string(mhagen_last_error())
+                .find("t_q is 63 but this kernel was generated for t_q = 64"),
+            std::string::npos)
+      << mhagen_last_error();
+  a.t_q = 64;
+  a.batch = 1;
+  EXPECT_EQ(mhagen_call(k, &a), MHAGEN_ERR_SHAPE_MISMATCH);
+}
+
+TEST(Determinism, SameBitsForAnyThreadCount) {
+  const mhagen_kernel *k = kernel("t_sdpa_f32_window_kv2_dk128");
+  ASSERT_NE(k, nullptr);
+  Problem p(specOf(k), {2, 300, 300}, {});
+  mhagen_call_args a = p.args();
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2, 5}) {
+    ASSERT_EQ(mhagen_set_num_threads(threads), MHAGEN_OK);
+    p.clearOutput();
+    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+    outs.push_back(p.output());
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  EXPECT_TRUE(p.check({}).ok());
+}
+
+int main(int argc, char **argv) {
+  testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i) {
+    mhagen_library *lib = nullptr;
+    if (mhagen_load_library(argv[i], &lib) != MHAGEN_OK) {
+      std::fprintf(stderr, "%s\n", mhagen_last_error());
+      return 1;
+    }
+  }
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,108 @@
+// Runs every kernel of the given shared libraries on seeded random inputs
+// at several sizes and checks each against the f64 reference with the
+// tolerances of mhagen/reference/Tolerance.h.
+//   mhagen_numeric_tests LIB.so [LIB.so ...] [gtest flags]
+#include "mhagen/harness/KernelHarness.h"
+#include "mhagen/manifest.hpp"
+#include "mhagen/runtime.h"
+#include "mhagen/spec/SpecParser.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+using namespace mhagen;
+
+namespace {
+
+AttentionSpec specOf(const mhagen_kernel *k) {
+  KernelManifest m;
+  std::string err;
+  if (!KernelManifest::fromJson(mhagen_kernel_manifest(k), m, &err))
+    throw std::runtime_error(err);
+  return parseSpecs(m.spec.canonical, m.symbol).at(0);
+}
+
+std::vector<ProblemSize> sizesFor(const AttentionSpec &s) {
+  if (s.T || s.B) // a specialised kernel runs at its own sizes
+    return {{s.B.value_or(2), s.T.value_or(64),
+             s.T_kv.value_or(s.T.value_or(64))}};
+  if (s.op == Op::Layer)
+    return {{2, 1, 1}, {2, 7, 7}, {2, 64, 64}, {2, 129, 129}, {2, 1000, 1000}};
+  // T = 1, 7, 64, 129, 1000; plus decode-like and KV-cache offsets.
+  return {{2, 1, 1},    {2, 1, 129},   {2, 7, 7},        {2, 7, 64},
+          {2, 64, 64},  {2, 129, 129}, {2, 1000, 1000}};
+}
+
+class KernelCase : public testing::Test {
+public:
+  KernelCase(const mhagen_kernel *k, AttentionSpec spec, ProblemSize size)
+      : k_(k), spec_(std::move(spec)), size_(size) {}
+  void TestBody() override {
+    ProblemOptions po;
+    po.seed = static_cast<uint32_t>(size_.Tq * 131 + size_.Tkv);
+    Problem p(spec_, size_, po);
+    mhagen_call_args a = p.args();
+    ASSERT_EQ(mhagen_call(k_, &a), MHAGEN_OK) << mhagen_last_error();
+    std::vector<int64_t> rows = rowsToCheck(p, 3e8);
+    Comparison c = p.check(rows);
+    Tolerance tol = toleranceFor(spec_.dtype, spec_.op);
+    EXPECT_TRUE(c.ok()) << mhagen_kernel_symbol(k_) << " B " << size_.B
+                        << " Tq " << size_.Tq << " Tkv " << size_.Tkv
+                        << ": max |err| " << c.maxAbsErr << " at index "
+                        << c.worstIndex << ", " << c.failures
+                        << " elements beyond " << tol.atol << " + "
+                        << tol.rtol << "*|ref|"
+                        << (c.sawNaN ? " (NaN or Inf seen)" : "");
+  }
+
+private:
+  const mhagen_kernel *k_;
+  AttentionSpec spec_;
+  ProblemSize size_;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  testing::InitGoogleTest(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s LIB.so [LIB.so ...]\n", argv[0]);
+    return 2;
+  }
+  int registered = 0;
+  for (int i = 1; i < argc; ++i) {
+    mhagen_library *lib = nullptr;
+    if (mhagen_load_library(argv[i], &lib) != MHAGEN_OK) {
+      std::fprintf(stderr, "%s\n", mhagen_last_error());
+      return 1;
+    }
+    for (int j = 0; j < mhagen_library_kernel_count(lib); ++j) {
+      const mhagen_kernel *k = mhagen_library_kernel(lib, j);
+      if (mhagen_kernel_usable(k) != MHAGEN_OK) {
+        std::printf("skipping %s: %s\n", mhagen_kernel_symbol(k),
+                    mhagen_last_error());
+        continue;
+      }
+      AttentionSpec spec = specOf(k);
+      for (ProblemSize z : sizesFor(spec)) {
+        std::string name = "B" + std::to_string(z.B) + "_Tq" +
+                           std::to_string(z.Tq) + "_Tkv" +
+                           std::to_string(z.Tkv);
+        testing::RegisterTest(
+            mhagen_kernel_symbol(k), name.c_str(), nullptr, nullptr, __FILE__,
+            __LINE__, [k, spec, z]() -> testing::Test * {
+              return new KernelCase(k, spec, z);
+            });
+        ++registered;
+      }
+    }
+  }
+  if (registered == 0) {
+    std::fprintf(stderr, "no usable kernel in the given libraries\n");
+    return 1;
+  }
+  return RUN_ALL_TESTS();
+}
