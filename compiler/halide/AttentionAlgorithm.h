@@ -89,6 +89,7 @@ AttentionStages defineAttention(const AttentionSpec &spec,
 struct Projection {
   Halide::Func acc; ///< the reduction (f32)
   Halide::Func out; ///< its value as outType (the register-blocked tile)
+  Halide::Func w;   ///< the weights it reads, w(n, k)
   Halide::RDom rk;
 };
 

@@ -343,7 +343,19 @@ void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
       .vectorize(ni, vw)
       .unroll(ti)
       .parallel(no);
-  proj.acc.compute_at(out, to).vectorize(v.n, vw).unroll(v.n).unroll(v.t);
+  // Each parallel column panel first copies its weight columns into a
+  // dense [k][cols] panel: walking W itself would stride by the full row
+  // (e.g. 16 KiB), which thrashes the cache sets and the TLB.
+  Func panel = proj.w.in(proj.acc);
+  panel.compute_at(out, no).vectorize(panel.args()[0], vw,
+                                      TailStrategy::GuardWithIf);
+  // The accumulator block is always gemm_rows tokens (inputs are clamped),
+  // so its size is a constant and it lives in registers.
+  proj.acc.compute_at(out, to)
+      .bound_extent(v.t, rows)
+      .vectorize(v.n, vw)
+      .unroll(v.n)
+      .unroll(v.t);
   proj.acc.update()
       .reorder(v.n, v.t, proj.rk)
       .vectorize(v.n, vw)

@@ -161,7 +161,9 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     }
     Func xf("x_f"), wqf("w_q_f"), wkf("w_k_f"), wvf("w_v_f"), wof("w_o_f");
     Var kk("k");
-    xf(kk, v.t, v.b) = f32(x(kk, v.t, v.b));
+    // Token index clamped: GEMM blocks of gemm_rows tokens run whole and
+    // the rows past T are discarded.
+    xf(kk, v.t, v.b) = f32(x(kk, min(v.t, x.dim(1).extent() - 1), v.b));
     wqf(v.n, kk) = f32(wq(v.n, kk));
     wkf(v.n, kk) = f32(wk(v.n, kk));
     wvf(v.n, kk) = f32(wv(v.n, kk));
@@ -186,7 +188,7 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     Func merged("merged");
     merged(kk, v.t, v.b) =
         bp.attention.out(kk % static_cast<int>(dv), kk / static_cast<int>(dv),
-                         v.t, v.b);
+                         min(v.t, x.dim(1).extent() - 1), v.b);
     Projection po = hl::defineProjection("out_proj", merged, h * dv, wof, bo,
                                          s.bias, T, v);
     bp.projections = {pq, pk, pv, po};
