@@ -59,7 +59,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       {"s_rows", {8, 16, 24, 32, 48, 64}, "rows per QK^T register block"},
       {"s_keys", {2, 3, 4, 5, 6, 7, 8, 10, 12, 14}, "keys per QK^T block"},
       {"pv_rows", {8, 16, 24, 32, 48, 64}, "rows per PV register block"},
-      {"pv_chans", {2, 3, 4, 5, 6, 7, 8, 10, 12, 14}, "channels per PV block"},
+      {"pv_chans", {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14},
+       "channels per PV block"},
       {"vector_width", vw == 16 ? std::vector<int64_t>{8, 16}
                                 : std::vector<int64_t>{8},
        "f32 lanes per vector"},
@@ -91,7 +92,7 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   d["s_rows"] = 2 * vw;
   d["s_keys"] = vw == 16 ? 8 : 4;
   d["pv_rows"] = 2 * vw;
-  d["pv_chans"] = vw == 16 ? 8 : 4;
+  d["pv_chans"] = std::min<int64_t>(vw == 16 ? 8 : 4, s.d_v);
   d["stage_kv"] = s.dtype == DType::F32 ? 0 : 1;
   d["task_order"] = 0;
   d["bf16_dot"] = bf16DotOk ? 1 : 0;

@@ -95,3 +95,14 @@ int devicePresent(const std::string &device, std::string *why) {
 }
 
 } // namespace mhagen::rt
+
+extern "C" int mhagen_device_available(const char *device) {
+  using namespace mhagen::rt;
+  if (!device)
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT, "device name is NULL");
+  std::string why;
+  if (devicePresent(device, &why) != MHAGEN_OK)
+    return fail(MHAGEN_ERR_NO_DEVICE, std::string(device) + ": " + why);
+  clearError();
+  return MHAGEN_OK;
+}

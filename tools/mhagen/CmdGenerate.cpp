@@ -66,7 +66,8 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
     bool shared = false;
     std::string libName = "mhagen_kernels";
     std::string schedule;
-    std::string db;
+    std::string targets;
+    std::string bundle;
   };
   auto o = std::make_shared<Opts>();
   o->spec.addTo(*cmd);
@@ -81,6 +82,12 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
       ->capture_default_str();
   cmd->add_option("--schedule", o->schedule,
                   "schedule parameters NAME=VALUE,... (override defaults)");
+  cmd->add_option("--targets", o->targets,
+                  "generate each spec for each of these targets "
+                  "(comma-separated, e.g. avx2,avx512); overrides --target");
+  cmd->add_option("--bundle", o->bundle,
+                  "also write NAME.o (every kernel in one object) and NAME.h "
+                  "(including every header): fixed names for build systems");
   cmd->callback([o, &exitCode] {
     std::vector<AttentionSpec> specs;
     GenerateOptions g;
@@ -100,18 +107,38 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
     g.outDir = o->outDir;
     if (!g.schedule.empty())
       g.scheduleSource.kind = "explicit";
-    try {
-      std::vector<GeneratedKernel> all;
-      for (const AttentionSpec &s : specs) {
-        auto ks = generateKernels({s}, g);
-        all.insert(all.end(), ks.begin(), ks.end());
+    if (!o->targets.empty()) {
+      std::vector<AttentionSpec> expanded;
+      std::stringstream ss(o->targets);
+      for (std::string name; std::getline(ss, name, ',');) {
+        Target t;
+        if (!parseTarget(name, t)) {
+          std::cerr << "error: --targets: unknown target '" << name
+                    << "'; expected host, avx2, avx512, avx512_bf16, "
+                       "cuda[_smXX] or opencl\n";
+          exitCode = kExitUsage;
+          return;
+        }
+        for (AttentionSpec s : specs) {
+          s.target = t;
+          expanded.push_back(s);
+        }
       }
+      specs = expanded;
+    }
+    try {
+      std::vector<GeneratedKernel> all = generateKernels(specs, g);
       for (const GeneratedKernel &k : all) {
         std::cout << k.symbol << ": " << k.objectPath << " " << k.headerPath
                   << " " << k.manifestPath;
         for (const auto &[name, path] : k.irPaths)
           std::cout << " " << path;
         std::cout << "\n";
+      }
+      if (!o->bundle.empty()) {
+        writeBundle(all, o->outDir, o->bundle);
+        std::cout << "bundle: " << o->outDir << "/" << o->bundle << ".o "
+                  << o->outDir << "/" << o->bundle << ".h\n";
       }
       if (o->shared) {
         std::string lib = o->outDir + "/lib" + o->libName + ".so";

@@ -24,6 +24,8 @@ ScheduleParams parseScheduleList(const std::string &list);
 void addExplainCommand(CLI::App &app, int &exitCode);
 void addGenerateCommand(CLI::App &app, int &exitCode);
 void addRunCommand(CLI::App &app, int &exitCode);
+void addListTargetsCommand(CLI::App &app, int &exitCode);
+void addInspectCommand(CLI::App &app, int &exitCode);
 
 } // namespace mhagen::cli
 

@@ -29,6 +29,8 @@ int main(int argc, char **argv) {
   addGenerateCommand(app, exitCode);
   addExplainCommand(app, exitCode);
   addRunCommand(app, exitCode);
+  addListTargetsCommand(app, exitCode);
+  addInspectCommand(app, exitCode);
 
   // `generate` is the default subcommand: `mhagen --d 4096 ...` means
   // `mhagen generate --d 4096 ...`.

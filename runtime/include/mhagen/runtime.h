@@ -44,6 +44,12 @@ const char *mhagen_cpu_features(void);
  * comma-separated) features; NULL restores detection. */
 void mhagen_override_cpu_features(const char *features);
 
+/* ---- devices ---- */
+/** MHAGEN_OK if a device of this kind ("cuda", "opencl") and its driver
+ * are present; otherwise MHAGEN_ERR_NO_DEVICE and mhagen_last_error() says
+ * what is missing. $MHAGEN_HIDE_DEVICES=cuda,opencl hides them (testing). */
+int mhagen_device_available(const char *device);
+
 /* ---- loading and lookup ---- */
 /** Opens a shared library of kernels and registers each of them. Kernels
  * whose ABI version or manifest is unusable are refused (the call fails and

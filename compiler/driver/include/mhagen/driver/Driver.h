@@ -86,6 +86,12 @@ generateKernels(const std::vector<AttentionSpec> &specs,
 void linkSharedLibrary(const std::vector<GeneratedKernel> &kernels,
                        const std::string &path);
 
+/// Writes dir/name.o (every kernel object merged into one relocatable
+/// object, so a build links them all without knowing their names) and
+/// dir/name.h (including every kernel header). Atomic like the rest.
+void writeBundle(const std::vector<GeneratedKernel> &kernels,
+                 const std::string &dir, const std::string &name);
+
 /// Directories the toolchain uses (found relative to the executable when
 /// installed, else the build tree).
 std::string runtimeIncludeDir();

@@ -1,0 +1,465 @@
+// The runtime: manifests, registration, lookup and dispatch, CPU-feature
+// and device refusals, argument validation (one test per rule), threads.
+#include "FakeKernels.h"
+
+#include "mhagen/manifest.hpp"
+#include "mhagen/runtime.h"
+#include "mhagen/runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace mhagen;
+using namespace mhagen::test;
+
+namespace {
+
+const std::vector<std::string> kAvx2 = {"avx2", "fma", "f16c"};
+const std::vector<std::string> kAvx512 = {"avx2", "fma", "f16c", "avx512f",
+                                          "avx512bw"};
+
+bool contains(const std::string &s, const std::string &part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Dense sdpa tensors for the fake spec (h 4, kv 2, dk = dv = 8).
+struct Buffers {
+  explicit Buffers(int64_t B = 2, int64_t T = 5)
+      : q(B * T * 4 * 8), k(B * T * 2 * 8), v(B * T * 2 * 8),
+        out(B * T * 4 * 8), lens(B, 3) {
+    args.abi_version = MHAGEN_ABI_VERSION;
+    args.batch = B;
+    args.t_q = args.t_kv = T;
+    args.q = q.data();
+    args.k = k.data();
+    args.v = v.data();
+    args.out = out.data();
+  }
+  std::vector<float> q, k, v, out;
+  std::vector<int32_t> lens;
+  mhagen_call_args args{};
+};
+
+} // namespace
+
+TEST(Manifest, RoundTripsThroughJson) {
+  KernelManifest m = fakeManifest("rt", "rt_avx2", "avx2", kAvx2, true);
+  m.scheduleJson = R"({"key_tile":32})";
+  m.tuningJson = R"({"source":"default"})";
+  KernelManifest back;
+  std::string err;
+  ASSERT_TRUE(KernelManifest::fromJson(m.toJson(), back, &err)) << err;
+  EXPECT_EQ(back.toJson(), m.toJson());
+  EXPECT_EQ(back.spec.h, 4);
+  EXPECT_TRUE(back.spec.padding);
+  EXPECT_EQ(back.cpuFeatures, kAvx2);
+}
+
+TEST(Manifest, RejectsBrokenManifests) {
+  KernelManifest out;
+  std::string err;
+  EXPECT_FALSE(KernelManifest::fromJson("not json", out, &err));
+  EXPECT_TRUE(contains(err, "not valid JSON")) << err;
+  EXPECT_FALSE(KernelManifest::fromJson(R"({"abi_version": 1})", out, &err));
+  EXPECT_TRUE(contains(err, "missing or mistyped field")) << err;
+  KernelManifest m = fakeManifest("bad", "bad_avx2", "avx2", kAvx2);
+  m.spec.op = "conv";
+  EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), out, &err));
+  EXPECT_TRUE(contains(err, "spec.op must be sdpa or layer")) << err;
+  m = fakeManifest("bad", "bad_avx2", "avx2", kAvx2);
+  m.spec.n_kv = 3;
+  EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), out, &err));
+  m = fakeManifest("bad", "bad_avx2", "avx2", kAvx2);
+  m.device = "tpu";
+  EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), out, &err));
+}
+
+TEST(Registry, RefusesOtherAbiVersions) {
+  static FakeKernel old(fakeManifest("abi", "abi_old_avx2", "avx2", kAvx2),
+                        /*abiVersion=*/MHAGEN_ABI_VERSION + 1);
+  EXPECT_EQ(mhagen_register_kernel(&old.desc), MHAGEN_ERR_ABI_MISMATCH);
+  EXPECT_TRUE(contains(mhagen_last_error(), "abi_old_avx2 was built for ABI"))
+      << mhagen_last_error();
+  // A manifest that claims another ABI than the descriptor is refused too.
+  KernelManifest m = fakeManifest("abi", "abi_m_avx2", "avx2", kAvx2);
+  m.abiVersion = 99;
+  static FakeKernel liar(m);
+  EXPECT_EQ(mhagen_register_kernel(&liar.desc), MHAGEN_ERR_ABI_MISMATCH);
+  // ... and one that belongs to another symbol.
+  static FakeKernel swapped(
+      fakeManifest("abi", "abi_other_avx2", "avx2", kAvx2));
+  swapped.desc.symbol = "abi_swapped_avx2";
+  EXPECT_EQ(mhagen_register_kernel(&swapped.desc), MHAGEN_ERR_LOAD_FAILED);
+  EXPECT_TRUE(contains(mhagen_last_error(), "does not belong"));
+}
+
+TEST(Registry, PicksTheBestVariantTheCpuRuns) {
+  static FakeKernel a2(fakeManifest("pick", "pick_avx2", "avx2", kAvx2));
+  static FakeKernel a5(fakeManifest("pick", "pick_avx512", "avx512", kAvx512));
+  ASSERT_EQ(mhagen_register_kernel(&a2.desc), MHAGEN_OK);
+  ASSERT_EQ(mhagen_register_kernel(&a5.desc), MHAGEN_OK);
+  ASSERT_EQ(mhagen_register_kernel(&a5.desc), MHAGEN_OK); // idempotent
+
+  mhagen_override_cpu_features("avx2 fma f16c avx512f avx512bw");
+  const mhagen_kernel *k = nullptr;
+  for (const char *key : {"pick", "hash_pick", "op=sdpa;d=32;h=4;kv=2;dk=8;dv=8;pick"}) {
+    ASSERT_EQ(mhagen_find(key, &k), MHAGEN_OK) << key;
+    EXPECT_STREQ(mhagen_kernel_target(k), "avx512") << key;
+  }
+  // A CPU without AVX-512 gets the avx2 variant.
+  mhagen_override_cpu_features("avx2,fma,f16c");
+  ASSERT_EQ(mhagen_find("pick", &k), MHAGEN_OK);
+  EXPECT_STREQ(mhagen_kernel_symbol(k), "pick_avx2");
+  // Forcing the avx512 variant there is refused with the missing features.
+  EXPECT_EQ(mhagen_find_variant("pick", "avx512", nullptr, &k),
+            MHAGEN_ERR_UNSUPPORTED_CPU);
+  EXPECT_TRUE(contains(mhagen_last_error(),
+                       "needs CPU features this machine lacks: avx512f "
+                       "avx512bw"))
+      << mhagen_last_error();
+  // Calling it directly is refused the same way: no SIGILL.
+  Buffers b;
+  EXPECT_EQ(mhagen_invoke(&a5.desc, &b.args), MHAGEN_ERR_UNSUPPORTED_CPU);
+  EXPECT_EQ(a5.calls.load(), 0);
+  // A CPU with neither: nothing usable, and the message lists both refusals.
+  mhagen_override_cpu_features("sse41");
+  EXPECT_EQ(mhagen_find("pick", &k), MHAGEN_ERR_UNSUPPORTED_CPU);
+  EXPECT_TRUE(contains(mhagen_last_error(), "pick_avx2"));
+  EXPECT_TRUE(contains(mhagen_last_error(), "pick_avx512"));
+  mhagen_override_cpu_features(nullptr);
+}
+
+TEST(Registry, ForcedVariantAndEnvironmentOverride) {
+  static FakeKernel a2(fakeManifest("force", "force_avx2", "avx2", kAvx2));
+  static FakeKernel a5(fakeManifest("force", "force_avx512", "avx512", kAvx512));
+  mhagen_register_kernel(&a2.desc);
+  mhagen_register_kernel(&a5.desc);
+  mhagen_override_cpu_features("avx2 fma f16c avx512f avx512bw");
+  const mhagen_kernel *k = nullptr;
+  ASSERT_EQ(mhagen_find_variant("force", "avx2", "halide", &k), MHAGEN_OK);
+  EXPECT_STREQ(mhagen_kernel_symbol(k), "force_avx2");
+  setenv("MHAGEN_FORCE_TARGET", "avx2", 1);
+  ASSERT_EQ(mhagen_find("force", &k), MHAGEN_OK);
+  EXPECT_STREQ(mhagen_kernel_symbol(k), "force_avx2");
+  unsetenv("MHAGEN_FORCE_TARGET");
+  EXPECT_EQ(mhagen_find_variant("force", nullptr, "mlir", &k),
+            MHAGEN_ERR_NOT_FOUND);
+  EXPECT_EQ(mhagen_find("no_such_kernel", &k), MHAGEN_ERR_NOT_FOUND);
+  EXPECT_TRUE(contains(mhagen_last_error(), "no kernel matches"));
+  mhagen_override_cpu_features(nullptr);
+}
+
+TEST(Registry, DuplicateSymbolsAreRefused) {
+  static FakeKernel one(fakeManifest("dup", "dup_avx2", "avx2", kAvx2));
+  static FakeKernel two(fakeManifest("dup", "dup_avx2", "avx2", kAvx2));
+  ASSERT_EQ(mhagen_register_kernel(&one.desc), MHAGEN_OK);
+  EXPECT_EQ(mhagen_register_kernel(&two.desc), MHAGEN_ERR_LOAD_FAILED);
+  EXPECT_TRUE(contains(mhagen_last_error(), "already registered"));
+}
+
+TEST(Registry, GpuKernelWithoutDeviceIsRefused) {
+  setenv("MHAGEN_HIDE_DEVICES", "cuda,opencl", 1);
+  static FakeKernel gpu(fakeManifest("gpu", "gpu_cuda_sm86", "cuda_sm86", {}));
+  ASSERT_EQ(mhagen_register_kernel(&gpu.desc), MHAGEN_OK);
+  const mhagen_kernel *k = nullptr;
+  EXPECT_EQ(mhagen_find("gpu", &k), MHAGEN_ERR_NO_DEVICE);
+  EXPECT_TRUE(contains(mhagen_last_error(), "runs on cuda"))
+      << mhagen_last_error();
+  Buffers b;
+  EXPECT_EQ(mhagen_invoke(&gpu.desc, &b.args), MHAGEN_ERR_NO_DEVICE);
+  EXPECT_EQ(gpu.calls.load(), 0);
+  EXPECT_EQ(mhagen_device_available("cuda"), MHAGEN_ERR_NO_DEVICE);
+}
+
+TEST(Dispatch, KernelErrorsComeBackAsCodes) {
+  static FakeKernel bad(fakeManifest("fails", "fails_avx2", "avx2", kAvx2),
+                        MHAGEN_ABI_VERSION, /*fail=*/true);
+  mhagen_override_cpu_features("avx2 fma f16c");
+  Buffers b;
+  EXPECT_EQ(mhagen_invoke(&bad.desc, &b.args), MHAGEN_ERR_KERNEL_FAILED);
+  EXPECT_TRUE(contains(mhagen_last_error(), "failed on purpose"));
+  mhagen_override_cpu_features(nullptr);
+}
+
+// ---- argument validation: every rule, one test each ----------------------
+
+class Validation : public testing::Test {
+protected:
+  void SetUp() override {
+    mhagen_override_cpu_features("avx2 fma f16c");
+    static FakeKernel plain(fakeManifest("val", "val_avx2", "avx2", kAvx2));
+    static FakeKernel pad(fakeManifest("valpad", "valpad_avx2", "avx2", kAvx2,
+                                       /*padding=*/true));
+    KernelManifest fixed = fakeManifest("valfix", "valfix_avx2", "avx2", kAvx2);
+    fixed.spec.T = 5;
+    fixed.spec.B = 2;
+    static FakeKernel fix(fixed);
+    plain_ = &plain;
+    pad_ = &pad;
+    fixed_ = &fix;
+  }
+  void TearDown() override { mhagen_override_cpu_features(nullptr); }
+  int call(FakeKernel *k, const mhagen_call_args *a) {
+    return mhagen_invoke(&k->desc, a);
+  }
+  void expectError(FakeKernel *k, const mhagen_call_args *a, int code,
+                   const std::string &text) {
+    int before = k->calls.load();
+    EXPECT_EQ(call(k, a), code);
+    EXPECT_TRUE(contains(mhagen_last_error(), text))
+        << "message was: " << mhagen_last_error();
+    EXPECT_EQ(k->calls.load(), before) << "the kernel must not run";
+  }
+  FakeKernel *plain_, *pad_, *fixed_;
+};
+
+TEST_F(Validation, ValidCallRuns) {
+  Buffers b;
+  ASSERT_EQ(call(plain_, &b.args), MHAGEN_OK) << mhagen_last_error();
+  EXPECT_EQ(b.out[0], 2.0f);
+  EXPECT_STREQ(mhagen_last_error(), "");
+}
+TEST_F(Validation, NullArgs) {
+  expectError(plain_, nullptr, MHAGEN_ERR_INVALID_ARGUMENT,
+              "call arguments are NULL");
+}
+TEST_F(Validation, CallerAbiVersion) {
+  Buffers b;
+  b.args.abi_version = 0;
+  expectError(plain_, &b.args, MHAGEN_ERR_ABI_MISMATCH,
+              "carry ABI version 0");
+}
+TEST_F(Validation, ReservedFlags) {
+  Buffers b;
+  b.args.flags = 1;
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT, "flags must be 0");
+}
+TEST_F(Validation, NonPositiveSizes) {
+  Buffers b;
+  b.args.batch = 0;
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "batch must be >= 1 (got 0)");
+  Buffers c;
+  c.args.t_q = -3;
+  expectError(plain_, &c.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "t_q must be >= 1");
+  Buffers d;
+  d.args.t_kv = 0;
+  expectError(plain_, &d.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "t_kv must be >= 1");
+}
+TEST_F(Validation, HugeSizes) {
+  Buffers b;
+  b.args.t_q = int64_t(1) << 40;
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "t_q must be < 2^31");
+}
+TEST_F(Validation, StaticSizeMismatch) {
+  Buffers b(2, 5);
+  ASSERT_EQ(call(fixed_, &b.args), MHAGEN_OK) << mhagen_last_error();
+  Buffers c(2, 4);
+  expectError(fixed_, &c.args, MHAGEN_ERR_SHAPE_MISMATCH,
+              "t_q is 4 but this kernel was generated for t_q = 5");
+  Buffers d(1, 5);
+  expectError(fixed_, &d.args, MHAGEN_ERR_SHAPE_MISMATCH,
+              "generated for batch = 2");
+}
+TEST_F(Validation, NullTensors) {
+  for (const char *which : {"q", "k", "v", "out"}) {
+    Buffers b;
+    std::string w = which;
+    if (w == "q")
+      b.args.q = nullptr;
+    if (w == "k")
+      b.args.k = nullptr;
+    if (w == "v")
+      b.args.v = nullptr;
+    if (w == "out")
+      b.args.out = nullptr;
+    expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT, w + " is NULL");
+  }
+}
+TEST_F(Validation, Misaligned) {
+  Buffers b;
+  b.args.k = reinterpret_cast<const char *>(b.k.data()) + 2;
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k is not aligned to its element size (4 bytes)");
+}
+TEST_F(Validation, TokenStrideTooSmall) {
+  Buffers b;
+  b.args.q_token_stride = 31; // a token of q holds 4 * 8 = 32 elements
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "q token stride 31 is smaller than one token (32 elements)");
+}
+TEST_F(Validation, BatchStrideTooSmall) {
+  Buffers b;
+  b.args.v_batch_stride = 10;
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "v batch stride 10 is smaller than one sequence");
+}
+TEST_F(Validation, StrideBeyond32Bits) {
+  Buffers b;
+  b.args.out_token_stride = int64_t(1) << 32;
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "out is too large");
+}
+TEST_F(Validation, OutputAliasingAnInput) {
+  Buffers b;
+  b.args.out = b.q.data();
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "out overlaps input q");
+}
+TEST_F(Validation, PaddingNeedsLengths) {
+  Buffers b;
+  expectError(pad_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "kv_lens is NULL but the mask has padding");
+}
+TEST_F(Validation, PaddingLengthOutOfRange) {
+  Buffers b;
+  b.lens[1] = 6; // t_kv is 5
+  b.args.kv_lens = b.lens.data();
+  expectError(pad_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "kv_lens[1] = 6 is outside [0, t_kv = 5]");
+  b.lens[1] = -1;
+  expectError(pad_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "kv_lens[1] = -1 is outside");
+  b.lens[1] = 0; // zero is fine: that batch sees no key
+  EXPECT_EQ(call(pad_, &b.args), MHAGEN_OK);
+}
+TEST_F(Validation, LengthsWithoutPadding) {
+  Buffers b;
+  b.args.kv_lens = b.lens.data();
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "kv_lens given but this kernel's mask has no padding");
+}
+TEST_F(Validation, DevicePointersOnCpu) {
+  Buffers b;
+  b.args.device_pointers = 1;
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "device_pointers is set but this kernel runs on the cpu");
+}
+TEST_F(Validation, LayerRules) {
+  KernelManifest m = fakeManifest("vallayer", "vallayer_avx2", "avx2", kAvx2);
+  m.spec.op = "layer";
+  m.spec.bias = true;
+  static FakeKernel layer(m);
+  std::vector<float> x(2 * 5 * 32), wq(32 * 32), wk(32 * 16), wv(32 * 16),
+      wo(32 * 32), bq(32), bk(16), bv(16), bo(32), out(2 * 5 * 32);
+  mhagen_call_args a{};
+  a.abi_version = MHAGEN_ABI_VERSION;
+  a.batch = 2;
+  a.t_q = 5;
+  a.x = x.data();
+  a.w_q = wq.data();
+  a.w_k = wk.data();
+  a.w_v = wv.data();
+  a.w_o = wo.data();
+  a.b_q = bq.data();
+  a.b_k = bk.data();
+  a.b_v = bv.data();
+  a.b_o = bo.data();
+  a.out = out.data();
+  ASSERT_EQ(call(&layer, &a), MHAGEN_OK) << mhagen_last_error();
+  mhagen_call_args c = a;
+  c.t_kv = 7;
+  expectError(&layer, &c, MHAGEN_ERR_SHAPE_MISMATCH,
+              "op = layer attends over its own 5 tokens");
+  c = a;
+  c.b_v = nullptr;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT, "b_v is NULL");
+  c = a;
+  c.w_o = nullptr;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT, "w_o is NULL");
+  c = a;
+  c.out = wk.data();
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "out overlaps input w_k");
+}
+TEST_F(Validation, BiasPointersWithoutBias) {
+  KernelManifest m = fakeManifest("valnob", "valnob_avx2", "avx2", kAvx2);
+  m.spec.op = "layer";
+  static FakeKernel layer(m);
+  std::vector<float> x(32), w(32 * 32), bias(32), out(32);
+  mhagen_call_args a{};
+  a.abi_version = MHAGEN_ABI_VERSION;
+  a.batch = 1;
+  a.t_q = 1;
+  a.x = x.data();
+  a.w_q = a.w_k = a.w_v = a.w_o = w.data();
+  a.b_q = bias.data();
+  a.out = out.data();
+  expectError(&layer, &a, MHAGEN_ERR_INVALID_ARGUMENT,
+              "bias pointers given but this kernel's spec has bias = false");
+}
+
+TEST(Threads, CountIsSettableAndChecked) {
+  EXPECT_EQ(mhagen_set_num_threads(0), MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(mhagen_last_error(), "thread count must be >= 1"));
+  ASSERT_EQ(mhagen_set_num_threads(3), MHAGEN_OK);
+  EXPECT_EQ(mhagen_get_num_threads(), 3);
+  ASSERT_EQ(mhagen_set_num_threads(2), MHAGEN_OK);
+}
+
+TEST(Threads, ConcurrentLookupsRegistrationsAndCalls) {
+  static FakeKernel conc(fakeManifest("conc", "conc_avx2", "avx2", kAvx2));
+  mhagen_override_cpu_features("avx2 fma f16c");
+  ASSERT_EQ(mhagen_register_kernel(&conc.desc), MHAGEN_OK);
+  std::vector<std::unique_ptr<FakeKernel>> extra;
+  for (int i = 0; i < 8; ++i)
+    extra.push_back(std::make_unique<FakeKernel>(fakeManifest(
+        "conc_extra" + std::to_string(i), "conc_extra" + std::to_string(i),
+        "avx2", kAvx2)));
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t)
+    threads.emplace_back([&, t] {
+      if (t < 8) // half the threads register while the others call
+        if (mhagen_register_kernel(&extra[t]->desc) != MHAGEN_OK)
+          ++errors;
+      Buffers b(1 + t % 3, 4);
+      for (int i = 0; i < 500; ++i) {
+        const mhagen_kernel *k = nullptr;
+        if (mhagen_find("conc", &k) != MHAGEN_OK ||
+            mhagen_call(k, &b.args) != MHAGEN_OK ||
+            b.out[0] != static_cast<float>(1 + t % 3))
+          ++errors;
+        b.args.t_q = 0; // an invalid call on the same thread
+        if (mhagen_call(k, &b.args) != MHAGEN_ERR_INVALID_ARGUMENT ||
+            !contains(mhagen_last_error(), "t_q must be >= 1"))
+          ++errors;
+        b.args.t_q = 4;
+      }
+    });
+  for (auto &th : threads)
+    th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(conc.calls.load(), 16 * 500);
+  mhagen_override_cpu_features(nullptr);
+  // The extra kernels stay registered (the registry keeps its pointers).
+  for (auto &e : extra)
+    e.release();
+}
+
+TEST(Libraries, RefusesWhatIsNotAKernelLibrary) {
+  mhagen_library *lib = nullptr;
+  EXPECT_EQ(mhagen_load_library("/nonexistent/libx.so", &lib),
+            MHAGEN_ERR_LOAD_FAILED);
+  EXPECT_TRUE(contains(mhagen_last_error(), "cannot open /nonexistent"));
+  EXPECT_EQ(mhagen_load_library("libm.so.6", &lib), MHAGEN_ERR_LOAD_FAILED);
+  EXPECT_TRUE(contains(mhagen_last_error(), "is not an mhagen kernel library"));
+  EXPECT_EQ(mhagen_load_library(nullptr, &lib), MHAGEN_ERR_INVALID_ARGUMENT);
+}
+
+TEST(CppWrapper, ThrowsWithTheMessage) {
+  try {
+    Kernel::find("no_such_kernel_anywhere");
+    FAIL() << "expected a RuntimeError";
+  } catch (const RuntimeError &e) {
+    EXPECT_EQ(e.code(), MHAGEN_ERR_NOT_FOUND);
+    EXPECT_TRUE(contains(e.what(), "no kernel matches"));
+  }
+}

@@ -1,0 +1,146 @@
+// mhagen list-targets: what this machine can generate for and run, and why
+// a target is unavailable. mhagen inspect LIB: the manifests inside a
+// kernel shared library.
+#include "Commands.h"
+
+#include "mhagen/driver/Driver.h"
+#include "mhagen/manifest.hpp"
+#include "mhagen/runtime.h"
+#include "mhagen/spec/SpecParser.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+namespace mhagen::cli {
+
+static std::string gpuDeviceReason(const std::string &device) {
+  if (mhagen_device_available(device.c_str()) == MHAGEN_OK)
+    return "";
+  return mhagen_last_error();
+}
+
+void addListTargetsCommand(CLI::App &app, int &exitCode) {
+  auto *cmd = app.add_subcommand(
+      "list-targets", "List targets: which this machine runs, and why not");
+  auto format = std::make_shared<std::string>("text");
+  cmd->add_option("--format", *format, "text | json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([format, &exitCode] {
+    struct Row {
+      const char *name;
+      const char *what;
+    };
+    const Row rows[] = {
+        {"avx2", "x86-64 with AVX2, FMA, F16C (256-bit vectors)"},
+        {"avx512", "AVX-512 F/CD/BW/DQ/VL (512-bit vectors)"},
+        {"avx512_bf16", "AVX-512 + AVX512_BF16 (vdpbf16ps for bf16)"},
+        {"cuda_sm86", "NVIDIA GPU, PTX for sm_86 (assembles for sm_90)"},
+        {"opencl", "OpenCL 1.2 device (e.g. PoCL on the CPU)"},
+    };
+    nlohmann::ordered_json js = nlohmann::ordered_json::array();
+    std::string hostName;
+    try {
+      hostName = resolveTarget(Target{}, DType::F32).str();
+    } catch (const std::exception &e) {
+      hostName = std::string("unavailable: ") + e.what();
+    }
+    for (const Row &r : rows) {
+      Target t;
+      parseTarget(r.name, t);
+      std::string why = targetUnavailableReason(t);
+      std::string run = why.empty() ? "yes" : "no";
+      if (t.isGpu()) {
+        // Generation never needs the device; running does.
+        std::string device = t.kind == TargetKind::Cuda ? "cuda" : "opencl";
+        why = gpuDeviceReason(device);
+        run = why.empty() ? "yes" : "no";
+      }
+      nlohmann::ordered_json row;
+      row["target"] = r.name;
+      row["description"] = r.what;
+      row["generate"] = true;
+      row["run_here"] = why.empty();
+      if (!why.empty())
+        row["why_not"] = why;
+      js.push_back(row);
+      if (*format == "text")
+        std::printf("%-12s generate: yes  run here: %-3s  %s%s%s\n", r.name,
+                    run.c_str(), r.what, why.empty() ? "" : " -- ",
+                    why.c_str());
+    }
+    if (*format == "text")
+      std::printf("host resolves to: %s (bf16 specs prefer avx512_bf16)\n"
+                  "CPU features: %s\n",
+                  hostName.c_str(), mhagen_cpu_features());
+    else
+      std::cout << nlohmann::ordered_json{{"host", hostName},
+                                          {"cpu_features",
+                                           mhagen_cpu_features()},
+                                          {"targets", js}}
+                       .dump(2)
+                << "\n";
+    exitCode = kExitOk;
+  });
+}
+
+void addInspectCommand(CLI::App &app, int &exitCode) {
+  auto *cmd = app.add_subcommand(
+      "inspect", "Print the manifests of the kernels in a shared library");
+  struct Opts {
+    std::string lib;
+    std::string format = "text";
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("library", o->lib, "a library made by mhagen --shared")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--format", o->format, "text | json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->callback([o, &exitCode] {
+    mhagen_library *lib = nullptr;
+    if (mhagen_load_library(o->lib.c_str(), &lib) != MHAGEN_OK) {
+      std::cerr << "mhagen inspect: " << mhagen_last_error() << "\n";
+      exitCode = kExitFailure;
+      return;
+    }
+    nlohmann::ordered_json all = nlohmann::ordered_json::array();
+    for (int i = 0; i < mhagen_library_kernel_count(lib); ++i) {
+      const mhagen_kernel *k = mhagen_library_kernel(lib, i);
+      KernelManifest m;
+      std::string err;
+      KernelManifest::fromJson(mhagen_kernel_manifest(k), m, &err);
+      if (o->format == "json") {
+        all.push_back(nlohmann::ordered_json::parse(m.toJson()));
+        continue;
+      }
+      int usable = mhagen_kernel_usable(k);
+      std::cout << m.symbol << "\n"
+                << "  spec      " << m.kernelName << " (hash " << m.spec.hash
+                << ")\n"
+                << "  op        " << m.spec.op << ", h " << m.spec.h
+                << ", kv " << m.spec.n_kv << ", dk " << m.spec.d_k << ", dv "
+                << m.spec.d_v << ", d " << m.spec.d << ", dtype "
+                << m.spec.dtype << "\n"
+                << "  target    " << m.target << " (" << m.backend << ", "
+                << m.device << "), ABI " << m.abiVersion << ", mhagen "
+                << m.mhagenVersion << "\n"
+                << "  schedule  " << m.scheduleJson << "\n"
+                << "  tuning    " << m.tuningJson << "\n"
+                << "  runs here "
+                << (usable == MHAGEN_OK ? std::string("yes")
+                                        : std::string("no: ") +
+                                              mhagen_last_error())
+                << "\n";
+    }
+    if (o->format == "json")
+      std::cout << all.dump(2) << "\n";
+    exitCode = kExitOk;
+  });
+}
+
+} // namespace mhagen::cli
