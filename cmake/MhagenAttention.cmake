@@ -1,0 +1,120 @@
+# mhagen_add_attention(<target>
+#     SPECS <file.mha>...                      # every spec of these files
+#   | [OP layer|sdpa] D <d> H <h> [KV <kv>] [DK <dk>] [DV <dv>]
+#     [MASK <expr>] [DTYPE f32|bf16|f16] [BIAS] [SCALE <s>] [NAME <name>]
+#     [T <T>] [TKV <Tkv>] [B <B>]              # one spec from flags
+#   [TARGETS <target>...]                      # e.g. avx2 avx512 (default host)
+#   [BACKEND halide|mlir] [TUNING_DB <file>] [BUNDLE <name>] [EMIT <ir>...])
+#
+# Generates the kernels at build time with mhagen and links them, and the
+# mhagen runtime, into <target>. The kernels' headers come through one
+# header, <BUNDLE>.h (default mhagen_<target>_<n>.h), on the include path.
+# Regenerates only when a spec file, the tuning database, the arguments or
+# mhagen itself change.
+function(mhagen_add_attention target)
+  cmake_parse_arguments(MA "BIAS"
+    "OP;D;H;KV;DK;DV;MASK;DTYPE;SCALE;NAME;T;TKV;B;BACKEND;TUNING_DB;BUNDLE"
+    "SPECS;TARGETS;EMIT" ${ARGN})
+  if(MA_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR
+      "mhagen_add_attention: unknown arguments ${MA_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "mhagen_add_attention: ${target} is not a target")
+  endif()
+  if(NOT MA_SPECS AND (NOT MA_D OR NOT MA_H))
+    message(FATAL_ERROR
+      "mhagen_add_attention(${target}): give SPECS <files> or at least D and H")
+  endif()
+
+  get_property(_count TARGET ${target} PROPERTY MHAGEN_ATTENTION_COUNT)
+  if(NOT _count)
+    set(_count 0)
+  endif()
+  math(EXPR _count "${_count} + 1")
+  set_property(TARGET ${target} PROPERTY MHAGEN_ATTENTION_COUNT ${_count})
+  if(NOT MA_BUNDLE)
+    set(MA_BUNDLE "mhagen_${target}_${_count}")
+  endif()
+  set(_dir "${CMAKE_CURRENT_BINARY_DIR}/mhagen/${target}_${_count}")
+
+  set(_args)
+  set(_deps)
+  if(MA_SPECS)
+    foreach(_spec IN LISTS MA_SPECS)
+      get_filename_component(_abs "${_spec}" ABSOLUTE)
+      list(APPEND _args "${_abs}")
+      list(APPEND _deps "${_abs}")
+    endforeach()
+  endif()
+  foreach(_pair OP:--op D:--d H:--h KV:--kv DK:--dk DV:--dv MASK:--mask
+                DTYPE:--dtype SCALE:--scale T:--static-T TKV:--static-Tkv
+                B:--static-B BACKEND:--backend)
+    string(REPLACE ":" ";" _pair "${_pair}")
+    list(GET _pair 0 _key)
+    list(GET _pair 1 _flag)
+    if(DEFINED MA_${_key})
+      list(APPEND _args ${_flag} "${MA_${_key}}")
+    endif()
+  endforeach()
+  if(MA_BIAS)
+    list(APPEND _args --bias)
+  endif()
+  if(MA_NAME)
+    if(MA_SPECS)
+      message(FATAL_ERROR "mhagen_add_attention: NAME goes with flags, not SPECS")
+    endif()
+    # A named spec from flags: written as a one-spec file at configure time.
+    set(_file "${_dir}/${MA_NAME}.mha")
+    set(_text "spec ${MA_NAME} {\n")
+    foreach(_pair OP:op D:d H:h KV:kv DK:dk DV:dv MASK:mask DTYPE:dtype
+                  SCALE:scale T:T TKV:Tkv B:B)
+      string(REPLACE ":" ";" _pair "${_pair}")
+      list(GET _pair 0 _key)
+      list(GET _pair 1 _field)
+      if(DEFINED MA_${_key})
+        string(APPEND _text "  ${_field} = ${MA_${_key}}\n")
+      endif()
+    endforeach()
+    if(MA_BIAS)
+      string(APPEND _text "  bias = true\n")
+    endif()
+    string(APPEND _text "}\n")
+    file(WRITE "${_file}.new" "${_text}")
+    file(COPY_FILE "${_file}.new" "${_file}" ONLY_IF_DIFFERENT)
+    set(_args "${_file}")
+    if(DEFINED MA_BACKEND)
+      list(APPEND _args --backend "${MA_BACKEND}")
+    endif()
+    set(_deps "${_file}")
+  endif()
+  if(MA_TARGETS)
+    list(JOIN MA_TARGETS "," _targets)
+    list(APPEND _args --targets "${_targets}")
+  endif()
+  if(MA_TUNING_DB)
+    get_filename_component(_db "${MA_TUNING_DB}" ABSOLUTE)
+    list(APPEND _args --db "${_db}")
+    list(APPEND _deps "${_db}")
+  endif()
+  if(MA_EMIT)
+    list(JOIN MA_EMIT "," _emit)
+    list(APPEND _args --emit "${_emit}")
+  endif()
+
+  set(_obj "${_dir}/${MA_BUNDLE}.o")
+  set(_hdr "${_dir}/${MA_BUNDLE}.h")
+  add_custom_command(
+    OUTPUT "${_obj}" "${_hdr}"
+    COMMAND ${CMAKE_COMMAND} -E make_directory "${_dir}"
+    COMMAND mhagen::mhagen generate ${_args} -o "${_dir}"
+            --bundle "${MA_BUNDLE}"
+    DEPENDS $<TARGET_FILE:mhagen::mhagen> ${_deps}
+    COMMENT "mhagen: generating attention kernels for ${target}"
+    VERBATIM)
+  set_source_files_properties("${_obj}" PROPERTIES
+    EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  target_sources(${target} PRIVATE "${_obj}" "${_hdr}")
+  target_include_directories(${target} PRIVATE "${_dir}")
+  target_link_libraries(${target} PRIVATE mhagen::runtime)
+endfunction()
