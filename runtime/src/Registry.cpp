@@ -344,7 +344,7 @@ int mhagen_call(const mhagen_kernel *k, const mhagen_call_args *args) {
   rc = validateCall(k->manifest, args);
   if (rc != MHAGEN_OK)
     return rc;
-  ensureRuntimeInitialized();
+  auto poolLock = lockPoolForCall();
   char err[512] = {0};
   if (k->desc->run(args, err, sizeof err) != 0) {
     std::string backend = takeBackendError();

@@ -6,6 +6,7 @@
 #include "mhagen/manifest.hpp"
 
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a);
 /// Makes sure the shared thread pool is configured (thread count, silent
 /// error handler) before the first kernel runs.
 void ensureRuntimeInitialized();
+
+/// Held (shared) while a kernel runs, so the thread pool is never rebuilt
+/// under a running kernel.
+std::shared_lock<std::shared_mutex> lockPoolForCall();
 
 /// The last error the backend runtime (Halide) reported on any thread;
 /// cleared by reading.

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 
 namespace mhagen::rt {
@@ -20,6 +21,10 @@ std::string backendError;
 std::once_flag initOnce;
 int numThreads = 0;
 std::mutex threadsMu;
+// Kernel calls hold poolMu shared; changing the thread count holds it
+// exclusively and rebuilds the pool: Halide 14's pool keeps every worker
+// it once started busy even after its count is lowered.
+std::shared_mutex poolMu;
 
 // Halide reports errors (e.g. a failed allocation) through this handler;
 // keep the message for the caller instead of printing it.
@@ -39,6 +44,15 @@ int defaultThreads() {
   }
   unsigned hw = std::thread::hardware_concurrency();
   return hw ? static_cast<int>(hw) : 1;
+}
+
+struct ParallelClosure {
+  int (*fn)(void *, int);
+  void *ctx;
+};
+int parallelTrampoline(void *, int i, uint8_t *closure) {
+  auto *c = reinterpret_cast<ParallelClosure *>(closure);
+  return c->fn(c->ctx, i);
 }
 } // namespace
 
@@ -61,6 +75,11 @@ void ensureRuntimeInitialized() {
   });
 }
 
+std::shared_lock<std::shared_mutex> lockPoolForCall() {
+  ensureRuntimeInitialized();
+  return std::shared_lock<std::shared_mutex>(poolMu);
+}
+
 } // namespace mhagen::rt
 
 using namespace mhagen::rt;
@@ -70,9 +89,14 @@ extern "C" int mhagen_set_num_threads(int n) {
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                 "thread count must be >= 1 (got " + std::to_string(n) + ")");
   ensureRuntimeInitialized();
+  std::unique_lock<std::shared_mutex> pool(poolMu); // waits for calls
   std::lock_guard<std::mutex> lock(threadsMu);
-  numThreads = n;
-  halide_set_num_threads(n);
+  if (n != numThreads) {
+    numThreads = n;
+    halide_shutdown_thread_pool(); // joins the workers; the next call
+    halide_set_num_threads(n);     // starts at most n - 1 of them
+  }
+  clearError();
   return MHAGEN_OK;
 }
 
@@ -81,17 +105,6 @@ extern "C" int mhagen_get_num_threads(void) {
   std::lock_guard<std::mutex> lock(threadsMu);
   return numThreads;
 }
-
-namespace {
-struct ParallelClosure {
-  int (*fn)(void *, int);
-  void *ctx;
-};
-int parallelTrampoline(void *, int i, uint8_t *closure) {
-  auto *c = reinterpret_cast<ParallelClosure *>(closure);
-  return c->fn(c->ctx, i);
-}
-} // namespace
 
 /* Runs fn(ctx, i) for i in [0, n) on the shared pool; used by kernels that
  * do not bring a thread pool of their own (the MLIR backend's). */

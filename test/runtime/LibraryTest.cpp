@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -125,6 +126,37 @@ TEST_F(Library, ManyThreadsCallingConcurrently) {
     th.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(mismatches.load(), 0);
+}
+
+// The pool really has the size asked for: lowering the count stops the
+// extra workers (Halide's own pool would keep them busy), raising it starts
+// them. Counted as threads of this process.
+static int processThreads() {
+  int n = 0;
+  std::error_code ec;
+  for (auto &e : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    (void)e;
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(Library, ThreadCountChangesTakeEffect) {
+  const mhagen_kernel *k = nullptr;
+  ASSERT_EQ(mhagen_find("rt_layer", &k), MHAGEN_OK);
+  Problem p(specOf(k), {2, 40, 40}, {});
+  mhagen_call_args a = p.args();
+  ASSERT_EQ(mhagen_set_num_threads(1), MHAGEN_OK);
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK);
+  const int base = processThreads(); // no pool workers with one thread
+  ASSERT_EQ(mhagen_set_num_threads(4), MHAGEN_OK);
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  EXPECT_EQ(processThreads(), base + 3);
+  ASSERT_EQ(mhagen_set_num_threads(1), MHAGEN_OK);
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK);
+  EXPECT_EQ(processThreads(), base);
+  EXPECT_TRUE(p.check({}).ok());
+  ASSERT_EQ(mhagen_set_num_threads(2), MHAGEN_OK);
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,395 @@
+// mhagen against its baselines, in one binary and one run, on the same
+// inputs, every implementation checked against the others before it is
+// timed. Reports nominal GFLOP/s (4*B*h*Tq*Tkv*dk), useful GFLOP/s (visited
+// pairs only) and the fraction of this machine's FMA peak, measured here
+// by a small FMA loop with the same thread count.
+//
+//   mhagen_bench KERNEL_DIR [benchmark flags]
+//   (bench/run_benchmarks.sh runs it and writes a JSON file)
+#include "Baselines.h"
+
+#include "mhagen/harness/KernelHarness.h"
+#include "mhagen/manifest.hpp"
+#include "mhagen/reference/Numerics.h"
+#include "mhagen/reference/Reference.h"
+#include "mhagen/runtime.h"
+#include "mhagen/spec/SpecParser.h"
+
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace mhagen;
+using namespace mhagen::bench;
+
+namespace {
+
+// ---- machine peak ------------------------------------------------------------
+
+__attribute__((target("avx512f"))) double fmaLoop512(long iters) {
+  __m512 a[16];
+  const __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f);
+  for (int i = 0; i < 16; ++i)
+    a[i] = _mm512_set1_ps(static_cast<float>(i));
+  for (long n = 0; n < iters; ++n)
+    for (int i = 0; i < 16; ++i)
+      a[i] = _mm512_fmadd_ps(a[i], b, c);
+  float s = 0;
+  for (int i = 0; i < 16; ++i)
+    s += _mm512_reduce_add_ps(a[i]);
+  benchmark::DoNotOptimize(s);
+  return static_cast<double>(iters) * 16 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) double fmaLoop256(long iters) {
+  __m256 a[12];
+  const __m256 b = _mm256_set1_ps(1.0000001f), c = _mm256_set1_ps(1e-7f);
+  for (int i = 0; i < 12; ++i)
+    a[i] = _mm256_set1_ps(static_cast<float>(i));
+  for (long n = 0; n < iters; ++n)
+    for (int i = 0; i < 12; ++i)
+      a[i] = _mm256_fmadd_ps(a[i], b, c);
+  float s = 0;
+  for (int i = 0; i < 12; ++i) {
+    float t[8];
+    _mm256_storeu_ps(t, a[i]);
+    s += t[0];
+  }
+  benchmark::DoNotOptimize(s);
+  return static_cast<double>(iters) * 12 * 8 * 2;
+}
+
+// f32 FMA GFLOP/s with `threads` threads: best of several short runs.
+double measureFmaPeak(int threads) {
+  const bool avx512 = mhagen_cpu_has("avx512f");
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<std::thread> ts;
+    std::atomic<double> flops{0};
+    auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&] {
+        double f = avx512 ? fmaLoop512(4000000) : fmaLoop256(4000000);
+        double cur = flops.load();
+        while (!flops.compare_exchange_weak(cur, cur + f)) {
+        }
+      });
+    for (auto &th : ts)
+      th.join();
+    double sec = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - t0)
+                     .count();
+    best = std::max(best, flops.load() / sec / 1e9);
+  }
+  return best;
+}
+
+std::map<int, double> gPeak; // threads -> f32 FMA GFLOP/s
+
+// ---- cases -----------------------------------------------------------------
+
+struct Shape {
+  const char *name;
+  int64_t B, Tq, Tkv, h, kv, dk;
+  bool causal;
+};
+
+const Shape kS1{"S1", 1, 512, 512, 32, 8, 128, true};
+const Shape kS2{"S2", 1, 2048, 2048, 32, 8, 128, true};
+const Shape kS3{"S3", 4, 512, 512, 12, 12, 64, false};
+const Shape kS2none{"S2none", 1, 2048, 2048, 32, 8, 128, false};
+const Shape kDecode{"Decode", 1, 1, 4096, 32, 8, 128, true};
+
+std::string gKernelDir;
+
+const mhagen_kernel *kernelFor(const Shape &s, bool bf16) {
+  std::string name = s.h == 12 ? "bench_mha" : "bench_gqa";
+  if (!s.causal && s.h != 12)
+    name += "_none";
+  name += bf16 ? "_bf16" : "_f32";
+  const mhagen_kernel *k = nullptr;
+  if (mhagen_find(name.c_str(), &k) != MHAGEN_OK)
+    return nullptr;
+  return k;
+}
+
+AttentionSpec specOf(const mhagen_kernel *k) {
+  KernelManifest m;
+  std::string err;
+  KernelManifest::fromJson(mhagen_kernel_manifest(k), m, &err);
+  return parseSpecs(m.spec.canonical, m.symbol).at(0);
+}
+
+void setThreads(int n) {
+  mhagen_set_num_threads(n);
+  setBaselineThreads(n);
+}
+
+// Times fn with manual timing and reports the counters.
+template <typename Fn>
+void timeLoop(benchmark::State &state, const AttentionSpec &spec,
+              const ProblemSize &size, int threads, Fn &&fn) {
+  double total = 0;
+  fn(); // warm-up
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    double dt = std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    state.SetIterationTime(dt);
+    total += dt;
+  }
+  const double iters = static_cast<double>(state.iterations());
+  const double nominal = nominalFlops(spec, size);
+  const double useful = usefulFlops(spec, size, {});
+  state.counters["gflops_nominal"] = nominal * iters / total / 1e9;
+  state.counters["gflops_useful"] = useful * iters / total / 1e9;
+  state.counters["pct_fma_peak"] =
+      100.0 * (useful * iters / total / 1e9) / gPeak[threads];
+  state.counters["ms"] = 1e3 * total / iters;
+}
+
+enum class Impl { Mhagen, Naive, Blas, Dnnl };
+const char *implName(Impl i) {
+  switch (i) {
+  case Impl::Mhagen:
+    return "mhagen";
+  case Impl::Naive:
+    return "naive";
+  case Impl::Blas:
+    return "openblas_unfused";
+  case Impl::Dnnl:
+    return "onednn_unfused";
+  }
+  return "?";
+}
+
+void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
+                    int threads) {
+  const mhagen_kernel *k = kernelFor(sh, bf16);
+  if (!k) {
+    state.SkipWithError(mhagen_last_error());
+    return;
+  }
+  setThreads(threads);
+  AttentionSpec spec = specOf(k);
+  ProblemSize size{sh.B, sh.Tq, sh.Tkv};
+  Problem p(spec, size, {});
+  mhagen_call_args a = p.args();
+  // mhagen's output, checked against the reference on sampled rows, is
+  // what every baseline must reproduce.
+  if (mhagen_call(k, &a) != MHAGEN_OK) {
+    state.SkipWithError(mhagen_last_error());
+    return;
+  }
+  std::vector<int64_t> rows = rowsToCheck(p, 3e8);
+  if (!p.check(rows).ok()) {
+    state.SkipWithError("mhagen kernel disagrees with the reference");
+    return;
+  }
+  const std::vector<float> mh = p.output();
+  const std::vector<double> mhd(mh.begin(), mh.end());
+  std::vector<float> out(mh.size());
+  AttnShape as{sh.B, sh.Tq, sh.Tkv, sh.h, sh.kv, sh.dk, sh.causal, bf16};
+  auto agree = [&]() -> bool {
+    Comparison c = compareToReference(out, mhd, toleranceFor(spec.dtype,
+                                                             spec.op));
+    if (!c.ok())
+      state.SkipWithError(("disagrees with mhagen: max |err| " +
+                           std::to_string(c.maxAbsErr))
+                              .c_str());
+    return c.ok();
+  };
+  switch (impl) {
+  case Impl::Mhagen:
+    timeLoop(state, spec, size, threads, [&] { mhagen_call(k, &a); });
+    break;
+  case Impl::Naive: {
+    // The reference loops (f32 accumulation; single-threaded by design).
+    std::vector<float> qf, kf, vf;
+    auto widen = [&](const void *src, size_t n) {
+      std::vector<float> f(n);
+      for (size_t i = 0; i < n; ++i)
+        f[i] = bf16 ? bf16ToFloat(static_cast<const uint16_t *>(src)[i])
+                    : static_cast<const float *>(src)[i];
+      return f;
+    };
+    qf = widen(a.q, static_cast<size_t>(sh.B * sh.Tq * sh.h * sh.dk));
+    kf = widen(a.k, static_cast<size_t>(sh.B * sh.Tkv * sh.kv * sh.dk));
+    vf = widen(a.v, static_cast<size_t>(sh.B * sh.Tkv * sh.kv * sh.dk));
+    ref::SdpaArgs ra;
+    ra.B = sh.B;
+    ra.Tq = sh.Tq;
+    ra.Tkv = sh.Tkv;
+    ra.q = qf.data();
+    ra.k = kf.data();
+    ra.v = vf.data();
+    std::vector<float> r = ref::sdpa<float>(spec, ra);
+    out = r;
+    if (!agree())
+      return;
+    timeLoop(state, spec, size, threads,
+             [&] { benchmark::DoNotOptimize(ref::sdpa<float>(spec, ra)); });
+    break;
+  }
+  case Impl::Blas: {
+    BlasAttention blas(as);
+    auto call = [&] {
+      blas.run(static_cast<const float *>(a.q),
+               static_cast<const float *>(a.k),
+               static_cast<const float *>(a.v), out.data());
+    };
+    call();
+    if (!agree())
+      return;
+    timeLoop(state, spec, size, threads, call);
+    break;
+  }
+  case Impl::Dnnl: {
+    DnnlAttention dnnl(as);
+    auto call = [&] { dnnl.run(a.q, a.k, a.v, out.data()); };
+    call();
+    if (!agree())
+      return;
+    timeLoop(state, spec, size, threads, call);
+    break;
+  }
+  }
+}
+
+// op = layer: the fused mhagen layer, and oneDNN's four projection GEMMs
+// (to be added to the best attention core's time, see bench/RESULTS.md).
+void layerBench(benchmark::State &state, bool projectionsOnly, int threads) {
+  const mhagen_kernel *k = nullptr;
+  if (mhagen_find("bench_layer_f32", &k) != MHAGEN_OK) {
+    state.SkipWithError(mhagen_last_error());
+    return;
+  }
+  setThreads(threads);
+  AttentionSpec spec = specOf(k);
+  ProblemSize size{1, 512, 512};
+  Problem p(spec, size, {});
+  mhagen_call_args a = p.args();
+  if (mhagen_call(k, &a) != MHAGEN_OK || !p.check(rowsToCheck(p, 3e8)).ok()) {
+    state.SkipWithError("layer kernel failed its check");
+    return;
+  }
+  if (!projectionsOnly) {
+    timeLoop(state, spec, size, threads, [&] { mhagen_call(k, &a); });
+    return;
+  }
+  const int64_t T = 512, d = spec.d, h = spec.h, kv = spec.n_kv,
+                dk = spec.d_k;
+  DnnlProjections proj(T, d, h, kv, dk);
+  std::vector<float> q(T * h * dk), kk(T * kv * dk), v(T * kv * dk),
+      o(T * h * dk, 0.01f), y(T * d);
+  const float *x = static_cast<const float *>(a.x);
+  double total = 0;
+  auto run = [&] {
+    proj.run(x, static_cast<const float *>(a.w_q),
+             static_cast<const float *>(a.w_k),
+             static_cast<const float *>(a.w_v), o.data(),
+             static_cast<const float *>(a.w_o), q.data(), kk.data(), v.data(),
+             y.data());
+  };
+  run();
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    run();
+    double dt = std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    state.SetIterationTime(dt);
+    total += dt;
+  }
+  const double flops =
+      2.0 * T * d * (h * dk + 2 * kv * dk) + 2.0 * T * h * dk * d;
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["gflops_useful"] = flops * iters / total / 1e9;
+  state.counters["pct_fma_peak"] =
+      100.0 * flops * iters / total / 1e9 / gPeak[threads];
+  state.counters["ms"] = 1e3 * total / iters;
+}
+
+void peakBench(benchmark::State &state, int threads) {
+  for (auto _ : state)
+    state.SetIterationTime(1.0);
+  state.counters["gflops"] = gPeak[threads];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // Idle OpenMP workers (oneDNN, the softmax pass) must not spin on the
+  // two cores while another implementation is being timed.
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  benchmark::Initialize(&argc, argv);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s KERNEL_LIB.so... [benchmark flags]\n",
+                 argv[0]);
+    return 2;
+  }
+  for (int i = 1; i < argc; ++i) {
+    mhagen_library *lib = nullptr;
+    if (mhagen_load_library(argv[i], &lib) != MHAGEN_OK) {
+      std::fprintf(stderr, "%s\n", mhagen_last_error());
+      return 1;
+    }
+  }
+  for (int t : {1, 2}) {
+    gPeak[t] = measureFmaPeak(t);
+    benchmark::RegisterBenchmark(
+        ("Peak/fma_f32/threads:" + std::to_string(t)).c_str(), peakBench, t)
+        ->UseManualTime()
+        ->Iterations(1);
+  }
+  const bool bf16Cpu = mhagen_cpu_has("avx512_bf16");
+  for (const Shape &sh : {kS1, kS2, kS3, kS2none, kDecode})
+    for (bool bf16 : {false, true})
+      for (int t : {1, 2})
+        for (Impl impl : {Impl::Mhagen, Impl::Naive, Impl::Blas, Impl::Dnnl}) {
+          if (sh.name == std::string("S2none") && impl != Impl::Mhagen)
+            continue; // only to show what causal saves
+          if (impl == Impl::Naive && (t != 1 || bf16))
+            continue; // the reference is single-threaded f32 math
+          if (bf16 && impl == Impl::Dnnl && !bf16Cpu)
+            continue;
+          if (bf16 && impl == Impl::Blas)
+            continue; // Debian's OpenBLAS has no bf16 GEMM
+          std::string name = std::string(sh.name) + (bf16 ? "_bf16/" : "_f32/") +
+                             implName(impl) + "/threads:" + std::to_string(t);
+          auto *b = benchmark::RegisterBenchmark(name.c_str(), attentionBench,
+                                                 sh, bf16, impl, t);
+          b->UseManualTime()->Unit(benchmark::kMillisecond);
+          if (impl == Impl::Naive)
+            b->Iterations(1);
+          else
+            b->MinTime(0.5);
+        }
+  for (int t : {1, 2}) {
+    benchmark::RegisterBenchmark(
+        ("Layer_f32/mhagen_fused/threads:" + std::to_string(t)).c_str(),
+        layerBench, false, t)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
+    benchmark::RegisterBenchmark(
+        ("Layer_f32/onednn_projections/threads:" + std::to_string(t)).c_str(),
+        layerBench, true, t)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Runs the benchmark binary on this machine and writes the raw results to
+# bench/results/<date>.json (summarised by hand in bench/RESULTS.md).
+#   bench/run_benchmarks.sh [benchmark flags, e.g. --benchmark_filter=S2]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR="${MHAGEN_BUILD_DIR:-build}"
+mkdir -p bench/results
+out="bench/results/$(date +%Y%m%d-%H%M%S).json"
+"$BUILD_DIR/bench/mhagen_bench" "$BUILD_DIR/bench/kernels/bench/libbench.so" \
+  --benchmark_out="$out" --benchmark_out_format=json \
+  --benchmark_counters_tabular=true "$@"
+echo "raw results: $out"
