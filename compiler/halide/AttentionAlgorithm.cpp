@@ -84,12 +84,17 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Expr kvHead = (ho * HP) / static_cast<int>(group);
   const Expr key = kt * KT + j;
 
-  // Which keys each row may see (DESIGN.md: masks).
+  // Which keys each row may see (DESIGN.md: masks). The rows' absolute
+  // positions are a small table per tile, so the predicate is a vector
+  // load and compares (i / HP spelled inline would split the vectors).
+  st.rowPos = Func("row_pos");
+  st.rowPos(i, qo) = pos;
+  const Expr rowPos = st.rowPos(i, qo);
   Expr visible = key < Tkv;
   if (s.mask.isCausal())
-    visible = visible && key <= pos;
+    visible = visible && key <= rowPos;
   if (s.mask.window > 0)
-    visible = visible && key > pos - static_cast<int>(s.mask.window);
+    visible = visible && key > rowPos - static_cast<int>(s.mask.window);
   if (s.mask.padding)
     visible = visible && key < in.kvLen(b);
 

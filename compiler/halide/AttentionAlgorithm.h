@@ -56,6 +56,7 @@ struct AttentionInputs {
 
 /// Every stage of the fused (flash) attention, for scheduling.
 struct AttentionStages {
+  Halide::Func rowPos;    ///< rowPos(i, qo): absolute position of row i
   Halide::Func qTile;     ///< qTile(i, c, qo, ho, b) = q * scale
   Halide::Func kTile;     ///< kTile(c, j, kt, g, b): K rows of a key tile
                           ///< (stageKv: f32; bf16Dot: bf16)

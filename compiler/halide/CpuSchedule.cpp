@@ -93,7 +93,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   d["s_keys"] = vw == 16 ? 8 : 4;
   d["pv_rows"] = 2 * vw;
   d["pv_chans"] = std::min<int64_t>(vw == 16 ? 8 : 4, s.d_v);
-  d["stage_kv"] = s.dtype == DType::F32 ? 0 : 1;
+  // Dense K/V tiles keep the key rows' addresses out of the inner loops
+  // (measured 26% faster on S2 f32, one thread).
+  d["stage_kv"] = 1;
   d["task_order"] = 0;
   d["bf16_dot"] = bf16DotOk ? 1 : 0;
   if (d["bf16_dot"])
@@ -229,6 +231,7 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
     st.qTile.compute_at(output, task).vectorize(v.p).vectorize(v.i, vw);
   else
     st.qTile.compute_at(output, task).vectorize(v.i, vw);
+  st.rowPos.compute_at(output, task).vectorize(v.i, vw);
   st.state.compute_at(output, task)
       .align_bounds(v.i, tl.rows)
       .vectorize(v.i, vw);
