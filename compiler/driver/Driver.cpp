@@ -261,6 +261,13 @@ std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
 // ---- generation ------------------------------------------------------------
 
 BackendResult runBackend(const AttentionSpec &s, const BackendOptions &o) {
+  if (s.backend == Backend::Halide && !o.autoscheduler.empty()) {
+    double seconds = 0;
+    BackendResult r =
+        compileWithHalideAutoscheduler(s, o, o.autoscheduler, &seconds);
+    r.scheduleSeconds = seconds;
+    return r;
+  }
   if (s.backend == Backend::Halide)
     return compileWithHalide(s, o);
 #ifdef MHAGEN_HAVE_MLIR
@@ -349,6 +356,7 @@ generateKernels(const std::vector<AttentionSpec> &specs,
     bo.symbol = k.symbol;
     bo.emit = opt.emit;
     bo.schedule = opt.schedule;
+    bo.autoscheduler = opt.autoscheduler;
     BackendResult r;
     try {
       r = runBackend(s, bo);
@@ -357,7 +365,15 @@ generateKernels(const std::vector<AttentionSpec> &specs,
                         s.target.str() + ", backend " + toString(s.backend) +
                         "): " + e.what());
     }
-    k.manifest = makeManifest(s, k.symbol, r, opt.scheduleSource);
+    ScheduleSource source = opt.scheduleSource;
+    if (!opt.autoscheduler.empty()) {
+      source.kind = "autoscheduler";
+      char note[128];
+      std::snprintf(note, sizeof note, "%s, %.2f s to schedule",
+                    opt.autoscheduler.c_str(), r.scheduleSeconds);
+      source.note = note;
+    }
+    k.manifest = makeManifest(s, k.symbol, r, source);
     const std::string manifestJson = k.manifest.toJson();
     const std::string wrapper = fillTemplate(
         r.wrapperSource, {{"MANIFEST_LITERAL", cStringLiteral(manifestJson)}});

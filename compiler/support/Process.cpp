@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,7 +19,7 @@
 namespace mhagen {
 
 ProcessResult runProcess(const std::vector<std::string> &argv,
-                         double timeoutSeconds) {
+                         double timeoutSeconds, size_t memoryLimitBytes) {
   ProcessResult r;
   if (argv.empty())
     return r;
@@ -40,6 +41,10 @@ ProcessResult runProcess(const std::vector<std::string> &argv,
   }
   if (pid == 0) {
     setpgid(0, 0); // its own group, so a timeout kills its children too
+    if (memoryLimitBytes) {
+      rlimit lim{memoryLimitBytes, memoryLimitBytes};
+      setrlimit(RLIMIT_AS, &lim);
+    }
     dup2(pipefd[1], 1);
     dup2(pipefd[1], 2);
     execvp(args[0], args.data());

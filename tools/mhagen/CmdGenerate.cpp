@@ -5,6 +5,7 @@
 
 #include "mhagen/driver/Driver.h"
 #include "mhagen/spec/SpecParser.h"
+#include "mhagen/tune/TunedSchedule.h"
 
 #include <iostream>
 #include <memory>
@@ -68,6 +69,7 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
     std::string schedule;
     std::string targets;
     std::string bundle;
+    std::string db;
   };
   auto o = std::make_shared<Opts>();
   o->spec.addTo(*cmd);
@@ -82,6 +84,9 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
       ->capture_default_str();
   cmd->add_option("--schedule", o->schedule,
                   "schedule parameters NAME=VALUE,... (override defaults)");
+  cmd->add_option("--db", o->db,
+                  "tuning database: each spec gets its best correct record "
+                  "(the default schedule, with a note, when there is none)");
   cmd->add_option("--targets", o->targets,
                   "generate each spec for each of these targets "
                   "(comma-separated, e.g. avx2,avx512); overrides --target");
@@ -127,7 +132,22 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
       specs = expanded;
     }
     try {
-      std::vector<GeneratedKernel> all = generateKernels(specs, g);
+      std::vector<GeneratedKernel> all;
+      if (o->db.empty()) {
+        all = generateKernels(specs, g);
+      } else {
+        for (const AttentionSpec &s : specs) {
+          GenerateOptions one = g;
+          if (!applyTuningDatabase(s, o->db, one))
+            std::cerr << "mhagen: note: " << s.kernelName() << ": "
+                      << one.scheduleSource.note << "\n";
+          else if (!g.schedule.empty())
+            for (const auto &[k, v] : g.schedule)
+              one.schedule[k] = v; // explicit --schedule wins
+          auto ks = generateKernels({s}, one);
+          all.insert(all.end(), ks.begin(), ks.end());
+        }
+      }
       for (const GeneratedKernel &k : all) {
         std::cout << k.symbol << ": " << k.objectPath << " " << k.headerPath
                   << " " << k.manifestPath;

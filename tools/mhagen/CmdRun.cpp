@@ -11,9 +11,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <csignal>
 #include <cstdio>
+#include <thread>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 namespace mhagen::cli {
 
@@ -30,6 +34,8 @@ struct RunOpts {
   std::string variant;
   std::string keep;
   std::string schedule;
+  std::string injectFault; // testing: crash | wrong | hang
+  std::string autoscheduler;
 };
 
 // Runs one spec; returns the exit code.
@@ -51,7 +57,12 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
     g.schedule = parseScheduleList(o.schedule);
     if (!g.schedule.empty())
       g.scheduleSource.kind = "explicit";
+    g.autoscheduler = o.autoscheduler;
+    auto t0 = std::chrono::steady_clock::now();
     auto kernels = generateKernels({spec}, g);
+    js["generate_seconds"] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     libPath = dir + "/lib" + symbol + ".so";
     linkSharedLibrary(kernels, libPath);
   }
@@ -80,6 +91,13 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
   mhagen_call_args args = p.args();
   if (mhagen_call(k, &args) != MHAGEN_OK)
     throw std::runtime_error(mhagen_last_error());
+  if (o.injectFault == "crash")
+    std::raise(SIGSEGV);
+  if (o.injectFault == "hang")
+    for (;;)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (o.injectFault == "wrong")
+    p.corruptOutputForTesting();
   std::vector<int64_t> rows = rowsToCheck(p);
   Comparison cmp = p.check(rows);
   Timing t = timeIt(
@@ -168,6 +186,14 @@ void addRunCommand(CLI::App &app, int &exitCode) {
                   "generate into this directory and keep the files");
   cmd->add_option("--schedule", o->schedule,
                   "schedule parameters NAME=VALUE,...");
+  cmd->add_option("--autoscheduler", o->autoscheduler,
+                  "schedule with Halide's Mullapudi2016 | Li2018 | Adams2019 "
+                  "instead of mhagen's schedules (for comparison)")
+      ->check(CLI::IsMember({"Mullapudi2016", "Li2018", "Adams2019"}));
+  cmd->add_option("--inject-fault", o->injectFault,
+                  "testing the tuner: crash | wrong | hang after the run")
+      ->group("")
+      ->check(CLI::IsMember({"crash", "wrong", "hang"}));
   cmd->callback([o, &exitCode] {
     std::vector<AttentionSpec> specs;
     try {
@@ -182,7 +208,10 @@ void addRunCommand(CLI::App &app, int &exitCode) {
     for (const AttentionSpec &s : specs) {
       nlohmann::ordered_json js;
       try {
-        int rc = runOne(s, *o, js, std::cout);
+        std::ostringstream quiet; // text goes only with --format text
+        int rc = runOne(s, *o, js,
+                        o->format == "json" ? static_cast<std::ostream &>(quiet)
+                                            : std::cout);
         worst = std::max(worst, rc);
       } catch (const CLI::Error &e) {
         std::cerr << "error: " << e.what() << "\n";

@@ -26,6 +26,7 @@ void addGenerateCommand(CLI::App &app, int &exitCode);
 void addRunCommand(CLI::App &app, int &exitCode);
 void addListTargetsCommand(CLI::App &app, int &exitCode);
 void addInspectCommand(CLI::App &app, int &exitCode);
+void addTuneCommand(CLI::App &app, int &exitCode);
 
 } // namespace mhagen::cli
 

@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
   addRunCommand(app, exitCode);
   addListTargetsCommand(app, exitCode);
   addInspectCommand(app, exitCode);
+  addTuneCommand(app, exitCode);
 
   // `generate` is the default subcommand: `mhagen --d 4096 ...` means
   // `mhagen generate --d 4096 ...`.

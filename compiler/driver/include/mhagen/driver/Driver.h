@@ -50,6 +50,7 @@ struct GenerateOptions {
   std::set<std::string> emit; ///< stmt, html, llvm, asm, mlir, ptx
   ScheduleParams schedule;    ///< overrides of the backend's defaults
   ScheduleSource scheduleSource;
+  std::string autoscheduler; ///< Halide autoscheduler instead (comparison)
 };
 
 struct GeneratedKernel {

@@ -25,6 +25,9 @@ struct BackendOptions {
   /// Schedule parameters that override the backend's defaults (from the
   /// command line or a tuning database); unknown names are an error.
   ScheduleParams schedule;
+  /// Halide only: let this autoscheduler (Mullapudi2016, Li2018,
+  /// Adams2019) schedule the algorithm instead of mhagen's schedules.
+  std::string autoscheduler;
 };
 
 struct BackendResult {
@@ -43,6 +46,8 @@ struct BackendResult {
   std::map<std::string, std::string> irs;
   /// Extra files to write next to the artifact (e.g. "ptx" -> text).
   std::map<std::string, std::string> sideFiles;
+  /// Seconds an autoscheduler took to schedule (0 otherwise).
+  double scheduleSeconds = 0;
 };
 
 /// Thrown by a backend when a spec cannot be built by it: names the field

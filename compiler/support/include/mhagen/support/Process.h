@@ -16,9 +16,12 @@ struct ProcessResult {
 };
 
 /// Runs argv[0] (searched in PATH) with the arguments; no shell. Kills it
-/// after timeoutSeconds (0 = no limit).
+/// after timeoutSeconds (0 = no limit); limits its address space to
+/// memoryLimitBytes (0 = no limit), so a runaway child fails to allocate
+/// instead of exhausting the machine.
 ProcessResult runProcess(const std::vector<std::string> &argv,
-                         double timeoutSeconds = 0);
+                         double timeoutSeconds = 0,
+                         size_t memoryLimitBytes = 0);
 
 /// A directory removed (recursively) when this object dies.
 class TempDir {

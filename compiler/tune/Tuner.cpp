@@ -1,0 +1,312 @@
+#include "mhagen/tune/Tuner.h"
+
+#include "mhagen/halide/HalideBackend.h"
+#include "mhagen/support/Process.h"
+#ifdef MHAGEN_HAVE_MLIR
+#include "mhagen/mlir/MlirBackend.h"
+#endif
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#ifndef MHAGEN_VERSION
+#define MHAGEN_VERSION "0.0.0"
+#endif
+
+namespace mhagen {
+
+namespace {
+
+ScheduleSpace spaceFor(const AttentionSpec &s) {
+  if (s.backend == Backend::Halide)
+    return halideScheduleSpace(s);
+#ifdef MHAGEN_HAVE_MLIR
+  return mlirScheduleSpace(s);
+#else
+  throw std::runtime_error("this mhagen was built without the MLIR backend");
+#endif
+}
+
+std::string paramsCsv(const ScheduleParams &p) {
+  std::string s;
+  for (const auto &[k, v] : p)
+    s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
+  return s;
+}
+
+std::string faultFor(const TuneOptions &o, const ScheduleParams &p) {
+  for (const auto &[cond, fault] : o.injectFaults) {
+    size_t eq = cond.find('=');
+    if (eq == std::string::npos)
+      continue;
+    auto it = p.find(cond.substr(0, eq));
+    if (it != p.end() && std::to_string(it->second) == cond.substr(eq + 1))
+      return fault;
+  }
+  return "";
+}
+
+std::string shortDuration(double s) {
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60,
+                  static_cast<int>(s) % 60);
+  return buf;
+}
+
+bool sameProblem(const TrialRecord &r, const TuneOptions &o) {
+  return r.B == o.B && r.T == o.T && r.Tkv == (o.Tkv ? o.Tkv : o.T) &&
+         r.threads == o.threads;
+}
+
+} // namespace
+
+TrialRecord runTrial(const TuneOptions &o, const ScheduleParams &p,
+                     const std::string &phase, int reps, int index) {
+  TrialRecord r;
+  r.specHash = o.spec.hash();
+  r.specCanonical = o.spec.canonical();
+  r.target = o.spec.target.str();
+  r.cpuModel = cpuModelName();
+  r.backend = toString(o.spec.backend);
+  r.mhagenVersion = MHAGEN_VERSION;
+  r.params = p;
+  r.B = o.B;
+  r.T = o.T;
+  r.Tkv = o.Tkv ? o.Tkv : o.T;
+  r.threads = o.threads;
+  r.reps = reps;
+  r.timestamp = utcTimestamp();
+  r.phase = phase;
+  if (o.search.shardCount > 1)
+    r.shard = std::to_string(o.search.shardIndex) + "/" +
+              std::to_string(o.search.shardCount);
+  std::random_device rd;
+  r.trialId = (r.shard.empty() ? std::string("0") : r.shard) + "-" +
+              std::to_string(index) + "-" + std::to_string(rd() % 100000);
+
+  TempDir dir("mhagen-trial");
+  const std::string specFile = dir.file("spec.mha");
+  writeFile(specFile, o.spec.canonical());
+  std::vector<std::string> argv = {
+      o.mhagenExe, "run",         specFile,
+      "--schedule", paramsCsv(p), "--B",
+      std::to_string(o.B),        "--T",
+      std::to_string(o.T),        "--Tkv",
+      std::to_string(o.Tkv ? o.Tkv : o.T), "--reps",
+      std::to_string(reps),       "--format",
+      "json",                     "--seed",
+      "1"};
+  if (o.threads > 0) {
+    argv.push_back("--threads");
+    argv.push_back(std::to_string(o.threads));
+  }
+  std::string fault = faultFor(o, p);
+  if (!fault.empty()) {
+    argv.push_back("--inject-fault");
+    argv.push_back(fault);
+  }
+  ProcessResult pr =
+      runProcess(argv, o.trialTimeoutSeconds, o.trialMemoryLimitBytes);
+  if (pr.timedOut) {
+    r.status = TrialStatus::Timeout;
+    r.error = "killed after " + shortDuration(o.trialTimeoutSeconds);
+    return r;
+  }
+  // The child prints one JSON object; anything before it is diagnostics.
+  nlohmann::json js;
+  size_t brace = pr.output.find("{\n");
+  bool parsed = false;
+  if (brace != std::string::npos) {
+    try {
+      js = nlohmann::json::parse(pr.output.substr(brace));
+      parsed = true;
+    } catch (const std::exception &) {
+    }
+  }
+  auto tail = [&](const std::string &s) {
+    std::string t = s.size() > 400 ? s.substr(s.size() - 400) : s;
+    while (!t.empty() && (t.back() == '\n' || t.back() == ' '))
+      t.pop_back();
+    return t;
+  };
+  if (pr.exitCode >= 128 || pr.exitCode < 0) {
+    r.status = TrialStatus::Crash;
+    r.error = "the trial process died (status " +
+              std::to_string(pr.exitCode) + "): " + tail(pr.output);
+    return r;
+  }
+  if (!parsed) {
+    r.status = TrialStatus::Crash;
+    r.error = "no result from the trial process (exit " +
+              std::to_string(pr.exitCode) + "): " + tail(pr.output);
+    return r;
+  }
+  if (js.contains("error")) {
+    std::string e = js["error"].get<std::string>();
+    r.status = TrialStatus::BuildError;
+    r.error = e;
+    return r;
+  }
+  r.medianMs = js.value("median_ms", 0.0);
+  r.minMs = js.value("min_ms", 0.0);
+  r.maxAbsErr = js.value("max_abs_err", 0.0);
+  r.timesMs = {r.medianMs};
+  if (!js.value("within_tolerance", false)) {
+    r.status = TrialStatus::Wrong;
+    r.error = "disagrees with the reference: max |err| " +
+              std::to_string(r.maxAbsErr);
+    return r;
+  }
+  r.status = TrialStatus::Ok;
+  return r;
+}
+
+TuneSummary runTuning(const TuneOptions &o) {
+  TuneSummary sum;
+  TuningDb db(o.dbPath);
+  sum.warnings = db.warnings();
+  ScheduleSpace space = spaceFor(o.spec);
+  ScheduleSearch search(space, o.search);
+  std::ostream *log = o.progress;
+
+  // Resume: what this database already holds for the same spec, target,
+  // backend, problem and shard counts toward the budget.
+  const std::string hash = o.spec.hash(), target = o.spec.target.str(),
+                    backend = toString(o.spec.backend);
+  std::string shard = o.search.shardCount > 1
+                          ? std::to_string(o.search.shardIndex) + "/" +
+                                std::to_string(o.search.shardCount)
+                          : "";
+  auto track = [&](const TrialRecord &r) {
+    if (r.status == TrialStatus::Ok) {
+      ++sum.ok;
+      if (!sum.best || r.medianMs < sum.best->medianMs)
+        sum.best = r;
+      if (r.params == space.defaults &&
+          (!sum.baseline || r.medianMs < sum.baseline->medianMs))
+        sum.baseline = r;
+    } else {
+      ++sum.failed;
+    }
+  };
+  for (const TrialRecord *r : db.matching(hash, target, backend)) {
+    if (!sameProblem(*r, o) || r->shard != shard || r->phase == "remeasure")
+      continue;
+    search.markSeen(r->params, r->status == TrialStatus::Ok, r->medianMs);
+    ++sum.resumed;
+    track(*r);
+  }
+  if (log && sum.resumed)
+    *log << "resuming: " << sum.resumed << " trials of this spec already in "
+         << o.dbPath << "\n";
+
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  const int total = o.search.budget;
+  int index = sum.resumed;
+  while (search.measured() < total) {
+    if (o.timeLimitSeconds > 0 && elapsed() > o.timeLimitSeconds) {
+      if (log)
+        *log << "time limit reached after " << shortDuration(elapsed())
+             << "\n";
+      break;
+    }
+    std::string phase;
+    std::optional<ScheduleParams> p = search.next(&phase);
+    if (!p) {
+      if (log)
+        *log << "the search space is exhausted\n";
+      break;
+    }
+    ++index;
+    TrialRecord r = runTrial(o, *p, phase, o.reps, index);
+    db.append(r);
+    search.report(*p, r.status == TrialStatus::Ok, r.medianMs);
+    ++sum.trials;
+    track(r);
+    if (log) {
+      double perTrial = elapsed() / sum.trials;
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "[%d/%d] %-6s %-11s %9s | best %s | ETA %s | %s\n",
+                    search.measured(), total, phase.c_str(),
+                    toString(r.status),
+                    r.status == TrialStatus::Ok
+                        ? (std::to_string(r.medianMs).substr(0, 7) + " ms")
+                              .c_str()
+                        : "-",
+                    sum.best ? (std::to_string(sum.best->medianMs)
+                                    .substr(0, 7) +
+                                " ms")
+                                   .c_str()
+                             : "-",
+                    shortDuration(perTrial * (total - search.measured()))
+                        .c_str(),
+                    paramsCsv(*p).c_str());
+      *log << line;
+      if (r.status != TrialStatus::Ok)
+        *log << "         " << r.error.substr(0, 200) << "\n";
+      log->flush();
+    }
+  }
+
+  // Re-measure the best few (and the default) with more repetitions; the
+  // re-measured medians decide.
+  std::vector<const TrialRecord *> ok;
+  TuningDb after(o.dbPath);
+  for (const TrialRecord *r : after.matching(hash, target, backend))
+    if (r->status == TrialStatus::Ok && sameProblem(*r, o) &&
+        r->shard == shard && r->phase != "remeasure")
+      ok.push_back(r);
+  std::sort(ok.begin(), ok.end(), [](const TrialRecord *a,
+                                     const TrialRecord *b) {
+    return a->medianMs < b->medianMs;
+  });
+  std::vector<ScheduleParams> finalists;
+  for (size_t i = 0; i < ok.size() && finalists.size() <
+                                          static_cast<size_t>(o.remeasureTop);
+       ++i)
+    if (std::find(finalists.begin(), finalists.end(), ok[i]->params) ==
+        finalists.end())
+      finalists.push_back(ok[i]->params);
+  if (o.remeasureTop > 0 && sum.baseline &&
+      std::find(finalists.begin(), finalists.end(), space.defaults) ==
+          finalists.end())
+    finalists.push_back(space.defaults); // the speedup's denominator
+  std::optional<TrialRecord> best, baseline;
+  for (const ScheduleParams &p : finalists) {
+    TrialRecord r = runTrial(o, p, "remeasure", o.remeasureReps, ++index);
+    db.append(r);
+    if (log)
+      *log << "re-measured " << paramsCsv(p) << ": "
+           << (r.status == TrialStatus::Ok ? std::to_string(r.medianMs) + " ms"
+                                           : toString(r.status))
+           << "\n";
+    if (r.status != TrialStatus::Ok)
+      continue;
+    if (!best || r.medianMs < best->medianMs)
+      best = r;
+    if (p == space.defaults)
+      baseline = r;
+  }
+  if (best)
+    sum.best = best;
+  if (baseline)
+    sum.baseline = baseline;
+  return sum;
+}
+
+} // namespace mhagen

@@ -1,0 +1,221 @@
+#include "mhagen/tune/TuningDb.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <stdexcept>
+
+namespace mhagen {
+
+using ojson = nlohmann::ordered_json;
+
+const char *toString(TrialStatus s) {
+  switch (s) {
+  case TrialStatus::Ok:
+    return "ok";
+  case TrialStatus::Wrong:
+    return "wrong";
+  case TrialStatus::BuildError:
+    return "build_error";
+  case TrialStatus::Crash:
+    return "crash";
+  case TrialStatus::Timeout:
+    return "timeout";
+  case TrialStatus::Invalid:
+    return "invalid";
+  }
+  return "?";
+}
+
+bool trialStatusFromString(const std::string &s, TrialStatus &out) {
+  for (TrialStatus t : {TrialStatus::Ok, TrialStatus::Wrong,
+                        TrialStatus::BuildError, TrialStatus::Crash,
+                        TrialStatus::Timeout, TrialStatus::Invalid})
+    if (s == toString(t)) {
+      out = t;
+      return true;
+    }
+  return false;
+}
+
+std::string TrialRecord::toJsonLine() const {
+  ojson j;
+  j["spec_hash"] = specHash;
+  j["spec"] = specCanonical;
+  j["target"] = target;
+  j["cpu_model"] = cpuModel;
+  j["backend"] = backend;
+  j["mhagen_version"] = mhagenVersion;
+  ojson p = ojson::object();
+  for (const auto &[k, v] : params)
+    p[k] = v;
+  j["params"] = p;
+  j["status"] = toString(status);
+  if (!error.empty())
+    j["error"] = error;
+  j["median_ms"] = medianMs;
+  j["min_ms"] = minMs;
+  j["times_ms"] = timesMs;
+  j["reps"] = reps;
+  j["max_abs_err"] = maxAbsErr;
+  j["problem"] = ojson{{"B", B}, {"T", T}, {"Tkv", Tkv}};
+  j["threads"] = threads;
+  j["timestamp"] = timestamp;
+  j["trial_id"] = trialId;
+  j["phase"] = phase;
+  if (!shard.empty())
+    j["shard"] = shard;
+  return j.dump();
+}
+
+bool TrialRecord::fromJson(const std::string &line, TrialRecord &r,
+                           std::string *error) {
+  try {
+    ojson j = ojson::parse(line);
+    r = TrialRecord{};
+    r.specHash = j.at("spec_hash").get<std::string>();
+    r.specCanonical = j.value("spec", "");
+    r.target = j.at("target").get<std::string>();
+    r.cpuModel = j.value("cpu_model", "");
+    r.backend = j.at("backend").get<std::string>();
+    r.mhagenVersion = j.value("mhagen_version", "");
+    for (auto it = j.at("params").begin(); it != j.at("params").end(); ++it)
+      r.params[it.key()] = it.value().get<int64_t>();
+    if (!trialStatusFromString(j.at("status").get<std::string>(), r.status))
+      throw std::runtime_error("unknown status");
+    r.error = j.value("error", "");
+    r.medianMs = j.value("median_ms", 0.0);
+    r.minMs = j.value("min_ms", 0.0);
+    r.timesMs = j.value("times_ms", std::vector<double>{});
+    r.reps = j.value("reps", 0);
+    r.maxAbsErr = j.value("max_abs_err", 0.0);
+    const ojson &pr = j.at("problem");
+    r.B = pr.at("B").get<int64_t>();
+    r.T = pr.at("T").get<int64_t>();
+    r.Tkv = pr.at("Tkv").get<int64_t>();
+    r.threads = j.value("threads", 0);
+    r.timestamp = j.value("timestamp", "");
+    r.trialId = j.value("trial_id", "");
+    r.phase = j.value("phase", "");
+    r.shard = j.value("shard", "");
+    return true;
+  } catch (const std::exception &e) {
+    if (error)
+      *error = e.what();
+    return false;
+  }
+}
+
+TuningDb::TuningDb(std::string path) : path_(std::move(path)) {
+  std::ifstream in(path_, std::ios::binary);
+  if (!in)
+    return; // a new database
+  std::string content((std::istreambuf_iterator<char>(in)),
+                      std::istreambuf_iterator<char>());
+  size_t lineNo = 0, pos = 0;
+  while (pos < content.size()) {
+    size_t nl = content.find('\n', pos);
+    bool complete = nl != std::string::npos;
+    std::string line =
+        content.substr(pos, complete ? nl - pos : std::string::npos);
+    pos = complete ? nl + 1 : content.size();
+    ++lineNo;
+    if (line.empty())
+      continue;
+    TrialRecord r;
+    std::string err;
+    if (!complete || !TrialRecord::fromJson(line, r, &err)) {
+      warnings_.push_back(path_ + ":" + std::to_string(lineNo) +
+                          ": skipped a torn or invalid record" +
+                          (complete ? " (" + err + ")" : " (no newline)"));
+      continue;
+    }
+    records_.push_back(std::move(r));
+  }
+}
+
+void TuningDb::append(const TrialRecord &r) {
+  std::string line = r.toJsonLine() + "\n";
+  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC,
+                  0644);
+  if (fd < 0)
+    throw std::runtime_error("cannot open tuning database " + path_ + ": " +
+                             std::strerror(errno));
+  // A previous writer killed mid-line would leave no newline: start ours on
+  // a fresh line so only the torn record is lost.
+  off_t end = ::lseek(fd, 0, SEEK_END);
+  if (end > 0) {
+    char last = '\n';
+    if (::pread(fd, &last, 1, end - 1) == 1 && last != '\n')
+      line = "\n" + line;
+  }
+  ssize_t n = ::write(fd, line.data(), line.size()); // one write: atomic
+  int e = errno;
+  ::fsync(fd);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(line.size()))
+    throw std::runtime_error("cannot append to tuning database " + path_ +
+                             ": " + std::strerror(e));
+  records_.push_back(r);
+}
+
+std::vector<const TrialRecord *>
+TuningDb::matching(const std::string &specHash, const std::string &target,
+                   const std::string &backend) const {
+  std::vector<const TrialRecord *> out;
+  for (const TrialRecord &r : records_)
+    if (r.specHash == specHash && r.target == target && r.backend == backend)
+      out.push_back(&r);
+  return out;
+}
+
+std::optional<TrialRecord> TuningDb::best(const std::string &specHash,
+                                          const std::string &target,
+                                          const std::string &backend) const {
+  // Re-measured records (more repetitions) decide when there are any.
+  const TrialRecord *best = nullptr;
+  auto all = matching(specHash, target, backend);
+  bool anyRemeasure = false;
+  for (const TrialRecord *r : all)
+    anyRemeasure |= r->status == TrialStatus::Ok && r->phase == "remeasure";
+  for (const TrialRecord *r : all)
+    if (r->status == TrialStatus::Ok && r->medianMs > 0 &&
+        (!anyRemeasure || r->phase == "remeasure") &&
+        (!best || r->medianMs < best->medianMs))
+      best = r;
+  if (!best)
+    return std::nullopt;
+  return *best;
+}
+
+std::string cpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string v = line.substr(colon + 1);
+        while (!v.empty() && v.front() == ' ')
+          v.erase(v.begin());
+        return v;
+      }
+    }
+  return "unknown";
+}
+
+std::string utcTimestamp() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+} // namespace mhagen
