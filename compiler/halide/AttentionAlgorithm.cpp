@@ -211,11 +211,13 @@ AttentionStages defineAttention(const AttentionSpec &s,
     lo = max(0, (firstToken + (Tkv - Tq) -
                  static_cast<int>(s.mask.window) + 1) /
                     KT);
+  // The scan runs over key tiles lo + rt: the window's first tile is an
+  // offset and the causal/padding limit a predicate on the last, which
+  // Halide turns into the loop's trip count (visible in the .stmt).
   st.rt = RDom(0, numKeyTiles, "rt");
-  if (s.mask.isCausal() || s.mask.padding)
-    st.rt.where(st.rt <= hi);
-  if (s.mask.window > 0)
-    st.rt.where(st.rt >= lo);
+  const Expr keyTile = lo + st.rt;
+  if (s.mask.isCausal() || s.mask.padding || s.mask.window > 0)
+    st.rt.where(keyTile <= hi);
 
   // The running state, merged one key tile at a time.
   st.state = Func("state");
@@ -225,7 +227,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
   st.state(i, cb, qo, ho, b) = Tuple(init);
   const Expr m = st.state(i, cb, qo, ho, b)[CB];
   const Expr l = st.state(i, cb, qo, ho, b)[CB + 1];
-  const Expr tm = st.tileMax(i, st.rt, qo, ho, b);
+  const Expr tm = st.tileMax(i, keyTile, qo, ho, b);
   // One of the two rescale factors is always 1: the new max is either the
   // old one or the tile's. One exp per row and tile.
   const Expr diff = m - tm;
@@ -235,9 +237,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
   std::vector<Expr> next;
   for (int k = 0; k < CB; ++k)
     next.push_back(st.state(i, cb, qo, ho, b)[k] * alpha +
-                   st.pv(i, cb * CB + k, st.rt, qo, ho, b) * beta);
+                   st.pv(i, cb * CB + k, keyTile, qo, ho, b) * beta);
   next.push_back(max(m, tm));
-  next.push_back(l * alpha + st.tileSum(i, st.rt, qo, ho, b) * beta);
+  next.push_back(l * alpha + st.tileSum(i, keyTile, qo, ho, b) * beta);
   st.state(i, cb, qo, ho, b) = Tuple(next);
 
   // Normalise and unpack rows back to (channel, head, token). A row that
@@ -256,7 +258,8 @@ AttentionStages defineAttention(const AttentionSpec &s,
 
 Projection defineProjection(const std::string &name, Func x,
                             int64_t inFeatures, Func w, Func bias,
-                            bool hasBias, Type outType,
+                            bool hasBias,
+                            const std::function<Expr(Expr)> &store,
                             const AttentionVars &v) {
   Projection p;
   const Var &n = v.n, &t = v.t, &b = v.b;
@@ -266,7 +269,7 @@ Projection defineProjection(const std::string &name, Func x,
   p.acc(n, t, b) = hasBias ? bias(n) : Expr(0.0f);
   p.acc(n, t, b) += x(p.rk, t, b) * w(n, p.rk);
   p.out = Func(name);
-  p.out(n, t, b) = cast(outType, p.acc(n, t, b));
+  p.out(n, t, b) = store(p.acc(n, t, b));
   return p;
 }
 

@@ -10,6 +10,8 @@
 
 #include <Halide.h>
 
+#include <functional>
+
 namespace mhagen::hl {
 
 /// Loop variables shared by every stage (their names appear in .stmt).
@@ -94,10 +96,13 @@ struct Projection {
   Halide::RDom rk;
 };
 
+/// `store` turns the f32 result into the stored value (a cast, or the
+/// rounding to a bf16 bit pattern).
 Projection defineProjection(const std::string &name, Halide::Func x,
                             int64_t inFeatures, Halide::Func w,
                             Halide::Func bias, bool hasBias,
-                            Halide::Type outType, const AttentionVars &v);
+                            const std::function<Halide::Expr(Halide::Expr)> &store,
+                            const AttentionVars &v);
 
 /// The largest divisor of dv that is at most `preferred` (accumulator
 /// channels per state tuple must tile dv exactly).

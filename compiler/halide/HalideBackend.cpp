@@ -6,6 +6,7 @@
 
 #include "AttentionAlgorithm.h"
 #include "CpuSchedule.h"
+#include "GpuSchedule.h"
 #include "HalideTargets.h"
 
 #include "mhagen/support/Process.h"
@@ -37,16 +38,37 @@ using hl::Projection;
 
 namespace {
 
-Type elementType(DType t) {
-  switch (t) {
+// GPU targets keep bf16 as its 16-bit pattern and convert by hand: Halide
+// 14's OpenCL backend needs half-precision support for any bf16 arithmetic
+// (PoCL has none), and the conversion is exact anyway.
+bool bf16AsBits(const AttentionSpec &s) {
+  return s.dtype == DType::BF16 && s.target.isGpu();
+}
+
+Type elementType(const AttentionSpec &s) {
+  switch (s.dtype) {
   case DType::F32:
     return Float(32);
   case DType::BF16:
-    return BFloat(16);
+    return bf16AsBits(s) ? UInt(16) : BFloat(16);
   case DType::F16:
     return Float(16);
   }
   return Float(32);
+}
+
+// Storage value -> f32, and f32 -> storage value (round to nearest even).
+Expr toF32(const AttentionSpec &s, Expr e) {
+  if (bf16AsBits(s))
+    return reinterpret(Float(32), cast(UInt(32), e) << 16);
+  return cast<float>(e);
+}
+Expr fromF32(const AttentionSpec &s, const Type &T, Expr f) {
+  if (bf16AsBits(s)) {
+    Expr u = reinterpret(UInt(32), f);
+    return cast(UInt(16), (u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  }
+  return cast(T, f);
 }
 
 // Requires a dimension to start at 0 with a fixed extent (and stride).
@@ -73,9 +95,9 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
                             const hl::AttentionTiles &tiles) {
   BuiltPipeline bp;
   AttentionVars &v = bp.v;
-  const Type T = elementType(s.dtype);
+  const Type T = elementType(s);
   const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v, d = s.d;
-  auto f32 = [](Expr e) { return cast<float>(e); };
+  auto f32 = [&](Expr e) { return toF32(s, e); };
 
   hl::AttentionInputs in;
   if (s.mask.padding) {
@@ -117,7 +139,7 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     bp.attention = hl::defineAttention(s, in, tiles, v);
     bp.output = Func("out");
     bp.output(v.c, v.hd, v.t, v.b) =
-        cast(T, bp.attention.out(v.c, v.hd, v.t, v.b));
+        fromF32(s, T, bp.attention.out(v.c, v.hd, v.t, v.b));
     bp.inputs = {q, k, vv};
     bp.args = {q, k, vv};
   } else {
@@ -168,12 +190,13 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     wkf(v.n, kk) = f32(wk(v.n, kk));
     wvf(v.n, kk) = f32(wv(v.n, kk));
     wof(v.n, kk) = f32(wo(v.n, kk));
+    auto keepF32 = [](Expr e) { return e; };
     Projection pq = hl::defineProjection("q_proj", xf, d, wqf, bq, s.bias,
-                                         Float(32), v);
+                                         keepF32, v);
     Projection pk = hl::defineProjection("k_proj", xf, d, wkf, bk, s.bias,
-                                         Float(32), v);
+                                         keepF32, v);
     Projection pv = hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias,
-                                         Float(32), v);
+                                         keepF32, v);
     // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
     in.q(v.c, v.hd, v.t, v.b) = pq.out(v.hd * static_cast<int>(dk) + v.c,
                                        v.t, v.b);
@@ -189,8 +212,9 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     merged(kk, v.t, v.b) =
         bp.attention.out(kk % static_cast<int>(dv), kk / static_cast<int>(dv),
                          min(v.t, x.dim(1).extent() - 1), v.b);
-    Projection po = hl::defineProjection("out_proj", merged, h * dv, wof, bo,
-                                         s.bias, T, v);
+    Projection po = hl::defineProjection(
+        "out_proj", merged, h * dv, wof, bo, s.bias,
+        [&](Expr e) { return fromF32(s, T, e); }, v);
     bp.projections = {pq, pk, pv, po};
     bp.projectionWidths = {h * dk, kv * dk, kv * dv, d};
     bp.output = po.out;
@@ -214,6 +238,21 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     out.dim(2).set_min(0);
   }
   return bp;
+}
+
+void applyGpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
+                      const ScheduleParams &p) {
+  if (s.op == Op::Sdpa) {
+    hl::scheduleAttentionGpu(bp.attention, bp.output, bp.v, s, p);
+    return;
+  }
+  for (size_t i = 0; i < 3; ++i)
+    hl::scheduleProjectionGpu(bp.projections[i], bp.v, bp.projectionWidths[i],
+                              p, /*isOutput=*/false);
+  bp.attention.out.compute_root();
+  hl::scheduleAttentionGpu(bp.attention, bp.attention.out, bp.v, s, p);
+  hl::scheduleProjectionGpu(bp.projections[3], bp.v, bp.projectionWidths[3],
+                            p, /*isOutput=*/true);
 }
 
 void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
@@ -279,8 +318,10 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
   const std::string H = std::to_string(s.h), KV = std::to_string(s.n_kv),
                     DK = std::to_string(s.d_k), DV = std::to_string(s.d_v),
                     D = std::to_string(s.d);
-  int code = s.dtype == DType::BF16 ? 4 /* halide_type_bfloat */
-                                    : 2 /* halide_type_float */;
+  int code = s.dtype == DType::BF16
+                 ? (bf16AsBits(s) ? 1 /* halide_type_uint */
+                                  : 4 /* halide_type_bfloat */)
+                 : 2 /* halide_type_float */;
   int bits = s.dtype == DType::F32 ? 32 : 16;
   auto stride = [](const std::string &given, const std::string &dense) {
     return "(" + given + " ? " + given + " : " + dense + ")";
@@ -354,18 +395,54 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
               b.name;
     call += std::string(call.empty() ? "" : ", ") + "&buf_" + b.name;
   }
+  std::string includes;
   if (gpu) {
-    // Host pointers: Halide copies inputs to the device as needed; the
-    // output is copied back and device memory released before returning.
+    // Host pointers (the default): Halide copies the inputs to the device
+    // as needed; the output is copied back and every device allocation is
+    // released before returning.
+    std::string hostSetup, devSetup, hostDone, devDone;
     for (const WrapperBuffer &b : bufs) {
       if (b.name == "out")
-        setup += "  buf_out.flags = 0;\n";
+        hostSetup += "    buf_out.flags = 0;\n";
       else
-        setup += "  buf_" + b.name + ".flags = 1; /* host dirty */\n";
+        hostSetup += "    buf_" + b.name + ".flags = 1; /* host dirty */\n";
     }
-    teardown += "  if (rc == 0)\n    rc = halide_copy_to_host(NULL, &buf_out);\n";
+    hostDone += "    if (rc == 0)\n      rc = halide_copy_to_host(NULL, "
+                "&buf_out);\n";
     for (const WrapperBuffer &b : bufs)
-      teardown += "  halide_device_free(NULL, &buf_" + b.name + ");\n";
+      hostDone += "    halide_device_free(NULL, &buf_" + b.name + ");\n";
+    if (s.target.kind == TargetKind::Cuda) {
+      // Device pointers (args.device_pointers): the tensors are wrapped
+      // as CUDA allocations in place and the output stays on the device.
+      // kv_lens is always a host pointer.
+      includes = "#include <HalideRuntimeCuda.h>\n";
+      for (const WrapperBuffer &b : bufs) {
+        if (b.name == "kv_lens") {
+          devSetup += "    buf_kv_lens.flags = 1; /* host dirty */\n";
+          continue;
+        }
+        devSetup += "    buf_" + b.name + ".host = NULL;\n"
+                    "    if (halide_cuda_wrap_device_ptr(NULL, &buf_" +
+                    b.name + ", (uint64_t)(uintptr_t)" + b.data +
+                    ") != 0) {\n      snprintf(err, errlen, \"cannot wrap "
+                    "the device pointer of " +
+                    b.name + "\");\n      return -1;\n    }\n";
+      }
+      devDone += "    if (rc == 0)\n      rc = halide_device_sync(NULL, "
+                 "&buf_out);\n";
+      for (const WrapperBuffer &b : bufs)
+        devDone += b.name == "kv_lens"
+                       ? "    halide_device_free(NULL, &buf_kv_lens);\n"
+                       : "    halide_cuda_detach_device_ptr(NULL, &buf_" +
+                             b.name + ");\n";
+      setup += "  if (a->device_pointers) {\n" + devSetup + "  } else {\n" +
+               hostSetup + "  }\n";
+      teardown += "  if (a->device_pointers) {\n" + devDone +
+                  "  } else {\n" + hostDone + "  }\n";
+    } else {
+      setup += "  {\n" + hostSetup + "  }\n";
+      teardown += "  {\n" + hostDone + "  }\n";
+    }
   }
   return fillTemplate(templateText("halide_wrapper.c.in"),
                       {{"MHAGEN_VERSION", MHAGEN_VERSION},
@@ -374,7 +451,8 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                        {"PIPELINE_PARAMS", params},
                        {"BUFFER_SETUP", setup},
                        {"PIPELINE_CALL_ARGS", call},
-                       {"BUFFER_TEARDOWN", teardown}});
+                       {"BUFFER_TEARDOWN", teardown},
+                       {"EXTRA_INCLUDES", includes}});
 }
 
 std::string llcPath() {
@@ -461,6 +539,17 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
   if (opt.emit.count("llvm"))
     r.irs["llvm"] = readFile(dir.file("kernel.ll"));
   codegenWithLlc(dir, ti, opt.emit.count("asm") > 0, r);
+  if (ti.gpu) {
+    // The device code Halide embedded in the host object, also written
+    // next to the artifact (PTX for CUDA, OpenCL C for OpenCL).
+    std::string device = hl::deviceSource(m);
+    const char *name = s.target.kind == TargetKind::Cuda ? "ptx" : "cl";
+    if (device.empty())
+      throw BackendError("", "Halide produced no device code");
+    r.sideFiles[name] = device;
+    if (opt.emit.count("ptx") && s.target.kind == TargetKind::Cuda)
+      r.irs["ptx"] = device;
+  }
   r.wrapperSource = wrapperSource(s, opt.symbol, s.target.str(), ti.gpu);
   r.wrapperIncludeDirs = {MHAGEN_HALIDE_INCLUDE_DIR};
   return r;
@@ -478,22 +567,24 @@ void checkSpec(const AttentionSpec &s) {
 
 ScheduleSpace halideScheduleSpace(const AttentionSpec &s) {
   checkSpec(s);
-  HalideTargetInfo ti = hl::halideTargetInfo(s.target);
-  if (ti.gpu)
-    throw BackendError("target", "GPU targets are not available yet");
-  return hl::cpuScheduleSpace(s, ti);
+  HalideTargetInfo ti = hl::halideTargetInfo(s.target, s.dtype);
+  return ti.gpu ? hl::gpuScheduleSpace(s, ti) : hl::cpuScheduleSpace(s, ti);
 }
 
 BackendResult compileWithHalide(const AttentionSpec &s,
                                 const BackendOptions &opt) {
   checkSpec(s);
-  HalideTargetInfo ti = hl::halideTargetInfo(s.target);
+  HalideTargetInfo ti = hl::halideTargetInfo(s.target, s.dtype);
   ScheduleSpace space = halideScheduleSpace(s);
   ScheduleParams params = resolveParams(space, opt.schedule);
   try {
-    hl::AttentionTiles tiles = hl::cpuAttentionTiles(s, params);
+    hl::AttentionTiles tiles = ti.gpu ? hl::gpuAttentionTiles(s, params)
+                                      : hl::cpuAttentionTiles(s, params);
     BuiltPipeline bp = buildPipeline(s, tiles);
-    applyCpuSchedule(bp, s, params);
+    if (ti.gpu)
+      applyGpuSchedule(bp, s, params);
+    else
+      applyCpuSchedule(bp, s, params);
     return compileBuilt(bp, s, opt, ti, params);
   } catch (const Halide::CompileError &e) {
     throw BackendError("", std::string("Halide could not compile the "
@@ -511,7 +602,7 @@ BackendResult compileWithHalideAutoscheduler(const AttentionSpec &s,
                                              const std::string &name,
                                              double *scheduleSeconds) {
   checkSpec(s);
-  HalideTargetInfo ti = hl::halideTargetInfo(s.target);
+  HalideTargetInfo ti = hl::halideTargetInfo(s.target, s.dtype);
   if (ti.gpu)
     throw BackendError("target", "autoscheduler comparison is CPU-only");
   static const std::map<std::string, std::string> plugins = {

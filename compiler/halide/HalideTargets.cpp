@@ -4,7 +4,7 @@
 
 namespace mhagen::hl {
 
-HalideTargetInfo halideTargetInfo(const Target &t) {
+HalideTargetInfo halideTargetInfo(const Target &t, DType dtype) {
   HalideTargetInfo info;
   // 64-bit indexing everywhere: a KV cache can exceed 2 GiB.
   const std::string common = "-large_buffers-no_runtime";
@@ -60,7 +60,8 @@ HalideTargetInfo halideTargetInfo(const Target &t) {
     break;
   }
   case TargetKind::OpenCL:
-    info.halideTarget = "x86-64-linux-opencl-cl_half" + common;
+    info.halideTarget = std::string("x86-64-linux-opencl") +
+                        (dtype == DType::F16 ? "-cl_half" : "") + common;
     info.llcCpu = "x86-64";
     info.vectorWidth = 1;
     info.gpu = true;

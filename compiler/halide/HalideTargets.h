@@ -25,8 +25,9 @@ struct HalideTargetInfo {
   bool gpu = false;
 };
 
-/// The target must be concrete (not Host).
-HalideTargetInfo halideTargetInfo(const Target &t);
+/// The target must be concrete (not Host). f16 kernels on OpenCL need the
+/// device's half-precision extension (cl_khr_fp16).
+HalideTargetInfo halideTargetInfo(const Target &t, DType dtype);
 
 } // namespace mhagen::hl
 

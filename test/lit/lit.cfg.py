@@ -16,6 +16,8 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.mhagen_tools_dir, append_path=True)
 config.substitutions.append(("%inputs", os.path.join(config.mhagen_test_src, "Inputs")))
 config.substitutions.append(("%mhagen", os.path.join(config.mhagen_tools_dir, "mhagen")))
+if config.ptxas:
+    config.substitutions.append(("%ptxas", config.ptxas))
 for feature in config.available_features_extra:
     config.available_features.add(feature)
 # Generated kernels must not depend on the machine's thread count.

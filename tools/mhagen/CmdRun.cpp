@@ -5,6 +5,7 @@
 
 #include "mhagen/driver/Driver.h"
 #include "mhagen/harness/KernelHarness.h"
+#include "mhagen/harness/RunCheck.h"
 #include "mhagen/runtime.h"
 #include "mhagen/spec/SpecParser.h"
 #include "mhagen/support/Process.h"
@@ -38,6 +39,16 @@ struct RunOpts {
   std::string autoscheduler;
 };
 
+std::string runKernelTool() {
+  for (const char *rel : {"/mhagen-run-kernel",
+                          "/../mhagen-run-kernel/mhagen-run-kernel"}) {
+    std::string p = executableDir() + rel;
+    if (fileExists(p))
+      return p;
+  }
+  throw std::runtime_error("mhagen-run-kernel is not installed next to mhagen");
+}
+
 // Runs one spec; returns the exit code.
 int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
            std::ostream &text) {
@@ -66,90 +77,67 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
     libPath = dir + "/lib" + symbol + ".so";
     linkSharedLibrary(kernels, libPath);
   }
+  const std::string key = o.lib.empty() ? symbol : spec.hash();
+  ProblemSize size{o.B, spec.T.value_or(o.T),
+                   spec.T_kv.value_or(o.Tkv ? o.Tkv : spec.T.value_or(o.T))};
+  if (spec.B)
+    size.B = *spec.B;
+
+  if (spec.target.isGpu()) {
+    // GPU kernels run in a process without Halide's LLVM (see
+    // mhagen-run-kernel).
+    std::vector<std::string> argv = {
+        runKernelTool(),       libPath,
+        key,                   "--B",
+        std::to_string(size.B), "--T",
+        std::to_string(size.Tq), "--Tkv",
+        std::to_string(size.Tkv), "--reps",
+        std::to_string(o.reps), "--seed",
+        std::to_string(o.seed)};
+    if (o.threads > 0) {
+      argv.push_back("--threads");
+      argv.push_back(std::to_string(o.threads));
+    }
+    if (!o.injectFault.empty()) {
+      argv.push_back("--inject-fault");
+      argv.push_back(o.injectFault);
+    }
+    ProcessResult pr = runProcess(argv);
+    size_t brace = pr.output.find("{\n");
+    if (pr.exitCode >= 128 || brace == std::string::npos)
+      throw std::runtime_error("the kernel run died (status " +
+                               std::to_string(pr.exitCode) +
+                               "): " + pr.output.substr(0, 500));
+    nlohmann::ordered_json child =
+        nlohmann::ordered_json::parse(pr.output.substr(brace));
+    if (child.contains("error"))
+      throw std::runtime_error(child["error"].get<std::string>());
+    text << child.value("text", "");
+    child.erase("text");
+    for (auto it = child.begin(); it != child.end(); ++it)
+      js[it.key()] = it.value();
+    return child.value("within_tolerance", false) ? kExitOk : kExitFailure;
+  }
+
   mhagen_library *lib = nullptr;
   if (mhagen_load_library(libPath.c_str(), &lib) != MHAGEN_OK)
     throw std::runtime_error(mhagen_last_error());
   const mhagen_kernel *k = nullptr;
   int rc = o.lib.empty()
                ? mhagen_find(symbol.c_str(), &k)
-               : mhagen_find_variant(spec.hash().c_str(),
+               : mhagen_find_variant(key.c_str(),
                                      o.variant.empty() ? nullptr
                                                        : o.variant.c_str(),
                                      nullptr, &k);
   if (rc != MHAGEN_OK)
     throw std::runtime_error(mhagen_last_error());
-  if (o.threads > 0 && mhagen_set_num_threads(o.threads) != MHAGEN_OK)
-    throw std::runtime_error(mhagen_last_error());
-
-  ProblemSize size{o.B, spec.T.value_or(o.T),
-                   spec.T_kv.value_or(o.Tkv ? o.Tkv : spec.T.value_or(o.T))};
-  if (spec.B)
-    size.B = *spec.B;
-  ProblemOptions po;
-  po.seed = o.seed;
-  Problem p(spec, size, po);
-  mhagen_call_args args = p.args();
-  if (mhagen_call(k, &args) != MHAGEN_OK)
-    throw std::runtime_error(mhagen_last_error());
-  if (o.injectFault == "crash")
-    std::raise(SIGSEGV);
-  if (o.injectFault == "hang")
-    for (;;)
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-  if (o.injectFault == "wrong")
-    p.corruptOutputForTesting();
-  std::vector<int64_t> rows = rowsToCheck(p);
-  Comparison cmp = p.check(rows);
-  Timing t = timeIt(
-      [&] {
-        if (mhagen_call(k, &args) != MHAGEN_OK)
-          throw std::runtime_error(mhagen_last_error());
-      },
-      o.reps);
-  const double nominal = nominalFlops(spec, p.size());
-  const double useful = usefulFlops(spec, p.size(), p.kvLens());
-  const Tolerance tol = toleranceFor(spec.dtype, spec.op);
-  const int threads = mhagen_get_num_threads();
-  const int64_t checked = rows.empty() ? p.size().Tq
-                                       : static_cast<int64_t>(rows.size());
-
-  js["variant"] = mhagen_kernel_symbol(k);
-  js["target"] = mhagen_kernel_target(k);
-  js["backend"] = mhagen_kernel_backend(k);
-  js["threads"] = threads;
-  js["B"] = p.size().B;
-  js["T"] = p.size().Tq;
-  js["Tkv"] = p.size().Tkv;
-  js["median_ms"] = t.medianMs;
-  js["min_ms"] = t.minMs;
-  js["reps"] = t.reps;
-  js["gflops_nominal"] = nominal / (t.medianMs * 1e6);
-  js["gflops_useful"] = useful / (t.medianMs * 1e6);
-  js["max_abs_err"] = cmp.maxAbsErr;
-  js["rows_checked"] = checked;
-  js["within_tolerance"] = cmp.ok();
-
-  char buf[512];
-  text << "kernel   " << mhagen_kernel_symbol(k) << " ("
-       << mhagen_kernel_backend(k) << ", " << mhagen_kernel_target(k) << ", "
-       << threads << " threads)\n";
-  text << "problem  B " << p.size().B << ", T_q " << p.size().Tq << ", T_kv "
-       << p.size().Tkv << "\n";
-  std::snprintf(buf, sizeof buf,
-                "time     median %.3f ms (min %.3f ms, %d reps)\n",
-                t.medianMs, t.minMs, t.reps);
-  text << buf;
-  std::snprintf(buf, sizeof buf, "GFLOP/s  nominal %.1f, useful %.1f\n",
-                nominal / (t.medianMs * 1e6), useful / (t.medianMs * 1e6));
-  text << buf;
-  std::snprintf(buf, sizeof buf,
-                "check    max |err| %.3g vs the f64 reference on %lld of "
-                "%lld query rows: %s (tolerance %g + %g*|ref|)\n",
-                cmp.maxAbsErr, static_cast<long long>(checked),
-                static_cast<long long>(p.size().Tq),
-                cmp.ok() ? "OK" : "FAILED", tol.atol, tol.rtol);
-  text << buf;
-  return cmp.ok() ? kExitOk : kExitFailure;
+  RunCheckOptions ro;
+  ro.size = size;
+  ro.reps = o.reps;
+  ro.threads = o.threads;
+  ro.seed = o.seed;
+  ro.injectFault = o.injectFault;
+  return runAndCheck(k, spec, ro, js, text) == 0 ? kExitOk : kExitFailure;
 }
 
 } // namespace

@@ -1,0 +1,94 @@
+#include "mhagen/harness/RunCheck.h"
+
+#include "mhagen/manifest.hpp"
+#include "mhagen/spec/SpecParser.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <stdexcept>
+#include <thread>
+
+namespace mhagen {
+
+AttentionSpec specOfKernel(const mhagen_kernel *k) {
+  KernelManifest m;
+  std::string err;
+  if (!KernelManifest::fromJson(mhagen_kernel_manifest(k), m, &err))
+    throw std::runtime_error(err);
+  return parseSpecs(m.spec.canonical, m.symbol).at(0);
+}
+
+int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
+                const RunCheckOptions &o, nlohmann::ordered_json &js,
+                std::ostream &text) {
+  if (o.threads > 0 && mhagen_set_num_threads(o.threads) != MHAGEN_OK)
+    throw std::runtime_error(mhagen_last_error());
+  ProblemOptions po;
+  po.seed = o.seed;
+  Problem p(spec, o.size, po);
+  mhagen_call_args args = p.args();
+  if (mhagen_call(k, &args) != MHAGEN_OK)
+    throw std::runtime_error(mhagen_last_error());
+  if (o.injectFault == "crash")
+    std::raise(SIGSEGV);
+  if (o.injectFault == "hang")
+    for (;;)
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  if (o.injectFault == "wrong")
+    p.corruptOutputForTesting();
+  std::vector<int64_t> rows = rowsToCheck(p);
+  Comparison cmp = p.check(rows);
+  Timing t = timeIt(
+      [&] {
+        if (mhagen_call(k, &args) != MHAGEN_OK)
+          throw std::runtime_error(mhagen_last_error());
+      },
+      o.reps);
+  const double nominal = nominalFlops(spec, p.size());
+  const double useful = usefulFlops(spec, p.size(), p.kvLens());
+  const Tolerance tol = toleranceFor(spec.dtype, spec.op);
+  const int threads = mhagen_get_num_threads();
+  const int64_t checked =
+      rows.empty() ? p.size().Tq : static_cast<int64_t>(rows.size());
+
+  js["variant"] = mhagen_kernel_symbol(k);
+  js["target"] = mhagen_kernel_target(k);
+  js["backend"] = mhagen_kernel_backend(k);
+  js["threads"] = threads;
+  js["B"] = p.size().B;
+  js["T"] = p.size().Tq;
+  js["Tkv"] = p.size().Tkv;
+  js["median_ms"] = t.medianMs;
+  js["min_ms"] = t.minMs;
+  js["reps"] = t.reps;
+  js["gflops_nominal"] = nominal / (t.medianMs * 1e6);
+  js["gflops_useful"] = useful / (t.medianMs * 1e6);
+  js["max_abs_err"] = cmp.maxAbsErr;
+  js["rows_checked"] = checked;
+  js["within_tolerance"] = cmp.ok();
+
+  char buf[512];
+  text << "kernel   " << mhagen_kernel_symbol(k) << " ("
+       << mhagen_kernel_backend(k) << ", " << mhagen_kernel_target(k) << ", "
+       << threads << " threads)\n";
+  text << "problem  B " << p.size().B << ", T_q " << p.size().Tq << ", T_kv "
+       << p.size().Tkv << "\n";
+  std::snprintf(buf, sizeof buf,
+                "time     median %.3f ms (min %.3f ms, %d reps)\n",
+                t.medianMs, t.minMs, t.reps);
+  text << buf;
+  std::snprintf(buf, sizeof buf, "GFLOP/s  nominal %.1f, useful %.1f\n",
+                nominal / (t.medianMs * 1e6), useful / (t.medianMs * 1e6));
+  text << buf;
+  std::snprintf(buf, sizeof buf,
+                "check    max |err| %.3g vs the f64 reference on %lld of "
+                "%lld query rows: %s (tolerance %g + %g*|ref|)\n",
+                cmp.maxAbsErr, static_cast<long long>(checked),
+                static_cast<long long>(p.size().Tq),
+                cmp.ok() ? "OK" : "FAILED", tol.atol, tol.rtol);
+  text << buf;
+  return cmp.ok() ? 0 : 1;
+}
+
+} // namespace mhagen
