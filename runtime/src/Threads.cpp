@@ -36,6 +36,18 @@ void onHalideError(void *, const char *msg) {
 }
 void onHalidePrint(void *, const char *) {}
 
+// Halide's GPU runtimes dlopen "libcuda.so" and "libOpenCL.so", names that
+// only development packages provide; drivers install the versioned ".so.1".
+halide_load_library_t defaultLoadLibrary = nullptr;
+void *loadLibrary(const char *name) {
+  void *h = defaultLoadLibrary ? defaultLoadLibrary(name) : nullptr;
+  if (!h && name) {
+    std::string versioned = std::string(name) + ".1";
+    h = defaultLoadLibrary ? defaultLoadLibrary(versioned.c_str()) : nullptr;
+  }
+  return h;
+}
+
 int defaultThreads() {
   if (const char *env = std::getenv("MHAGEN_NUM_THREADS")) {
     int n = std::atoi(env);
@@ -68,6 +80,7 @@ void ensureRuntimeInitialized() {
   std::call_once(initOnce, [] {
     halide_set_error_handler(onHalideError);
     halide_set_custom_print(onHalidePrint);
+    defaultLoadLibrary = halide_set_custom_load_library(loadLibrary);
     std::lock_guard<std::mutex> lock(threadsMu);
     if (numThreads == 0)
       numThreads = defaultThreads();

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Run HERE (no GPU needed): builds mhagen, generates the CUDA kernels of
+# bench/gpu/kernels.mha into build/gpu-bench/, and lists what the device
+# run needs. Then call the device tool with:
+#   carry:   build/gpu-bench  (kernels, runner and runtime, < 20 MiB)
+#   command: bash bench/gpu/run_h200.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD_DIR="${MHAGEN_BUILD_DIR:-build}"
+bash scripts/build.sh
+out="$BUILD_DIR/gpu-bench"
+rm -rf "$out" && mkdir -p "$out/lib"
+"$BUILD_DIR/tools/mhagen/mhagen" bench/gpu/kernels.mha -o "$out" --shared \
+  --lib-name gpu_bench --emit ptx
+cp "$BUILD_DIR/tools/mhagen-run-kernel/mhagen-run-kernel" "$out/"
+cp -L "$BUILD_DIR/runtime/libmhagen_runtime.so.1" "$out/lib/"
+patchelf --set-rpath '$ORIGIN/lib' "$out/mhagen-run-kernel" 2>/dev/null ||
+  echo "(patchelf missing: run_h200.sh sets LD_LIBRARY_PATH instead)"
+du -sh "$out"
