@@ -14,7 +14,7 @@ PACKAGES=(
   # libraries
   libbenchmark-dev libgtest-dev libcli11-dev nlohmann-json3-dev
   # benchmark baselines
-  libopenblas-dev libdnnl-dev
+  libopenblas-dev libdnnl-dev libomp-19-dev
   # OpenCL on the CPU (the GPU schedule's numerical check)
   pocl-opencl-icd ocl-icd-opencl-dev
   # tuning report plot

@@ -98,7 +98,8 @@ std::string variantSymbol(const AttentionSpec &s) {
   return sym;
 }
 
-// ---- toolchain ---------------------------------------------------------------
+// ---- toolchain
+// ---------------------------------------------------------------
 
 std::string runtimeIncludeDir() {
   fs::path installed = fs::path(executableDir()) / ".." / "include";
@@ -232,30 +233,28 @@ std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
            "  a.abi_version = MHAGEN_ABI_VERSION;\n  a.batch = batch;\n"
            "  a.t_q = t;\n  a.x = x;\n  a.w_q = w_q;\n  a.w_k = w_k;\n"
            "  a.w_v = w_v;\n  a.w_o = w_o;\n" +
-           biasSet + "  a.out = out;\n  a.kv_lens = " + lens +
-           ";\n  return " + symbol + "(&a);\n}\n";
+           biasSet + "  a.out = out;\n  a.kv_lens = " + lens + ";\n  return " +
+           symbol + "(&a);\n}\n";
   }
   conv = "#include <string.h>\n\n" + conv;
-  std::string desc =
-      s.op == Op::Sdpa
-          ? "scaled dot-product attention core (op = sdpa)"
-          : "full multi-head attention layer (op = layer)";
-  return fillTemplate(
-      templateText("kernel_header.h.in"),
-      {{"MHAGEN_VERSION", MHAGEN_VERSION},
-       {"SYMBOL", symbol},
-       {"OP_DESCRIPTION", desc},
-       {"TARGET", s.target.str()},
-       {"BACKEND", toString(s.backend)},
-       {"HASH", s.hash()},
-       {"SPEC_COMMENT", comment},
-       {"GUARD", upper(symbol)},
-       {"H", std::to_string(s.h)},
-       {"KV", std::to_string(s.n_kv)},
-       {"DK", std::to_string(s.d_k)},
-       {"DV", std::to_string(s.d_v)},
-       {"D", std::to_string(s.d)},
-       {"CONVENIENCE", conv}});
+  std::string desc = s.op == Op::Sdpa
+                         ? "scaled dot-product attention core (op = sdpa)"
+                         : "full multi-head attention layer (op = layer)";
+  return fillTemplate(templateText("kernel_header.h.in"),
+                      {{"MHAGEN_VERSION", MHAGEN_VERSION},
+                       {"SYMBOL", symbol},
+                       {"OP_DESCRIPTION", desc},
+                       {"TARGET", s.target.str()},
+                       {"BACKEND", toString(s.backend)},
+                       {"HASH", s.hash()},
+                       {"SPEC_COMMENT", comment},
+                       {"GUARD", upper(symbol)},
+                       {"H", std::to_string(s.h)},
+                       {"KV", std::to_string(s.n_kv)},
+                       {"DK", std::to_string(s.d_k)},
+                       {"DV", std::to_string(s.d_v)},
+                       {"D", std::to_string(s.d)},
+                       {"CONVENIENCE", conv}});
 }
 
 // ---- generation ------------------------------------------------------------
@@ -446,8 +445,7 @@ void writeBundle(const std::vector<GeneratedKernel> &kernels,
                   name + ". */\n#ifndef " + guard + "\n#define " + guard +
                   "\n\n";
   for (const GeneratedKernel &k : kernels)
-    h += "#include \"" + fs::path(k.headerPath).filename().string() +
-         "\"\n";
+    h += "#include \"" + fs::path(k.headerPath).filename().string() + "\"\n";
   h += "\n#endif\n";
   writeFileAtomic(base.string() + ".h", h);
 }
@@ -486,6 +484,16 @@ void linkSharedLibrary(const std::vector<GeneratedKernel> &kernels,
   link.push_back("-L" + libDir);
   link.push_back("-Wl,-rpath," + libDir);
   link.push_back("-lmhagen_runtime");
+#ifdef MHAGEN_OPENMP_LIBRARY
+  // MLIR kernels run their parallel loops on LLVM's OpenMP runtime.
+  for (const GeneratedKernel &k : kernels)
+    if (k.spec.backend == Backend::Mlir) {
+      const std::string omp = MHAGEN_OPENMP_LIBRARY;
+      link.push_back(omp);
+      link.push_back("-Wl,-rpath," + fs::path(omp).parent_path().string());
+      break;
+    }
+#endif
   link.push_back("-lpthread");
   link.push_back("-ldl");
   link.push_back("-lm");

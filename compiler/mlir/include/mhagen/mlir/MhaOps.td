@@ -1,0 +1,43 @@
+//===- MhaOps.td - mha dialect operations ---------------------------------===//
+#ifndef MHA_OPS
+#define MHA_OPS
+
+include "mhagen/mlir/MhaDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Mha_AttentionOp : Mha_Op<"attention", [Pure]> {
+  let summary = "Scaled dot-product attention with GQA and masks";
+  let description = [{
+    `result = softmax(mask(Q K^T * scale)) V` per query head, with query
+    head i reading key/value head i / (num_heads / num_kv_heads).
+    Layouts (the mhagen ABI): query [B, Tq, h, dk], key [B, Tkv, kv, dk],
+    value [B, Tkv, kv, dv], init and result [B, Tq, h, dv]. A row with no
+    visible key is zero. `kv_lens` (tensor of i32, one per batch) is
+    present exactly when the mask has padding.
+
+    ```mlir
+    %o = mha.attention ins(%q, %k, %v : tensor<?x?x32x128xf32>,
+                           tensor<?x?x8x128xf32>, tensor<?x?x8x128xf32>)
+           outs(%init : tensor<?x?x32x128xf32>)
+           {num_heads = 32 : i64, num_kv_heads = 8 : i64,
+            scale = 0.0883883461 : f32,
+            mask = #mha.mask<causal = true, window = 0, padding = false>}
+           -> tensor<?x?x32x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
+                       AnyRankedTensor:$value,
+                       Optional<AnyRankedTensor>:$kv_lens,
+                       AnyRankedTensor:$init,
+                       I64Attr:$num_heads, I64Attr:$num_kv_heads,
+                       F32Attr:$scale, Mha_MaskAttr:$mask);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
+    type($value) `)` (`kv_lens` `(` $kv_lens^ `:` type($kv_lens) `)`)?
+    `outs` `(` $init `:` type($init) `)` attr-dict `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif

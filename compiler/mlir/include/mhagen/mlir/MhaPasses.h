@@ -1,0 +1,59 @@
+// mhagen's MLIR passes and the whole pipeline from mha to LLVM.
+#ifndef MHAGEN_MLIR_MHAPASSES_H
+#define MHAGEN_MLIR_MHAPASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mhagen::mha {
+
+#define GEN_PASS_DECL
+#include "mhagen/mlir/MhaPasses.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "mhagen/mlir/MhaPasses.h.inc"
+
+/// Options of the whole pipeline (the backend's schedule parameters).
+struct PipelineOptions {
+  int64_t queryTile = 32, keyTile = 32;
+  int64_t vectorWidth = 16, rows = 4, cols = 2;
+  int64_t gemmRows = 64, gemmCols = 256, gemmDepth = 256;
+  bool parallel = true;
+};
+
+/// One named stage of the pipeline (linalg, vector, buffers, omp, llvm);
+/// `build` adds its passes.
+struct PipelineStage {
+  std::string name;
+  std::function<void(mlir::OpPassManager &)> build;
+};
+
+/// The stages of mha -> linalg -> vectors -> buffers -> OpenMP -> LLVM
+/// dialect, in order (the backend prints the IR after each on request).
+std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &options);
+
+/// All stages in one pass manager.
+void buildMhaToLLVMPipeline(mlir::OpPassManager &pm,
+                            const PipelineOptions &options);
+
+/// Registers the passes and the `mha-to-llvm` pipeline with the global
+/// registry (for mha-opt).
+void registerMhaPassesAndPipeline();
+
+} // namespace mhagen::mha
+
+#endif

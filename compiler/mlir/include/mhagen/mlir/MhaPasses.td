@@ -1,0 +1,84 @@
+//===- MhaPasses.td - mhagen's MLIR passes --------------------------------===//
+#ifndef MHA_PASSES
+#define MHA_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def MhaLowerToLinalg : Pass<"mha-lower-to-linalg", "mlir::ModuleOp"> {
+  let summary = "Lower mha.attention to linalg on tensors in the flash form";
+  let description = [{
+    One scf.forall over (batch, query head, query tile); inside, an scf.for
+    over the key tiles the mask does not hide completely (its bounds come
+    from the query tile: causal tiles past the diagonal are never visited),
+    carrying the running max, running sum and the rescaled accumulator.
+    Scores and P V are linalg.matmul ops on tiles; GQA reads the shared
+    key/value head by index (no copies); masks are index arithmetic.
+  }];
+  let options = [
+    Option<"queryTile", "query-tile", "int64_t", "32", "query rows per tile">,
+    Option<"keyTile", "key-tile", "int64_t", "32", "keys per tile">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::tensor::TensorDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect"];
+}
+
+def MhaTileAndVectorize : Pass<"mha-tile-and-vectorize", "mlir::ModuleOp"> {
+  let summary = "Tile the per-tile linalg ops to registers and vectorize";
+  let description = [{
+    The schedule: matmuls are tiled to register blocks of `rows` x
+    (`cols` x `vector-width`) (reduction dimension by 1) and vectorized to
+    vector.contract; elementwise and reduction ops are tiled by row and
+    vectorized along keys/channels. Tiles that do not divide the shape are
+    vectorized with masks. Accumulator transfers are hoisted out of the
+    reduction loops.
+
+    Ops with dynamic shapes (the projections of op = layer, M = B*T rows)
+    are first tiled to a parallel scf.forall of `gemm-rows` x `gemm-cols`
+    blocks, matmuls then to `gemm-depth` slices of the reduction so that a
+    weight panel stays in L2, then to register blocks as above.
+  }];
+  let options = [
+    Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes">,
+    Option<"rows", "rows", "int64_t", "4", "rows per matmul register block">,
+    Option<"cols", "cols", "int64_t", "2", "vectors per register block row">,
+    Option<"gemmRows", "gemm-rows", "int64_t", "64",
+           "rows per parallel block of a dynamic-shape op">,
+    Option<"gemmCols", "gemm-cols", "int64_t", "256",
+           "columns per parallel block of a dynamic-shape matmul">,
+    Option<"gemmDepth", "gemm-depth", "int64_t", "256",
+           "reduction slice of a dynamic-shape matmul">,
+  ];
+  let dependentDialects = ["mlir::vector::VectorDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::linalg::LinalgDialect"];
+}
+
+def MhaParallelize : Pass<"mha-parallelize", "mlir::ModuleOp"> {
+  let summary = "Run the (batch, head, query tile) loop on OpenMP threads";
+  let dependentDialects = ["mlir::omp::OpenMPDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::func::FuncDialect"];
+}
+
+def MhaLowerVectors : Pass<"mha-lower-vectors", "mlir::ModuleOp"> {
+  let summary = "Lower contractions to FMAs (outer products) and transfers";
+  let dependentDialects = ["mlir::vector::VectorDialect",
+                           "mlir::scf::SCFDialect"];
+}
+
+def MhaPolynomialExp : Pass<"mha-polynomial-exp", "mlir::ModuleOp"> {
+  let summary = "Replace math.exp (and friends) by polynomial approximations";
+  let description = [{
+    MLIR 19 offers the polynomial approximations only as a test pass; this
+    pass applies the same upstream patterns so exp vectorizes without libm.
+  }];
+  let dependentDialects = ["mlir::math::MathDialect",
+                           "mlir::vector::VectorDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+#endif

@@ -1,0 +1,468 @@
+//===- MlirBackend.cpp - AttentionSpec -> object file through MLIR --------===//
+//
+// spec -> mha module (KernelModule.cpp) -> the pass pipeline of
+// MhaPasses.h, stage by stage -> LLVM IR -> LLVM 19 -O3 -> object code for
+// the target's CPU. The ABI wrapper (templates/mlir_wrapper.c.in) turns
+// mhagen_call_args into the memref descriptors of the function's C
+// interface, so the artifact has exactly the ABI of a Halide kernel.
+#include "mhagen/mlir/MlirBackend.h"
+
+#include "KernelModule.h"
+#include "mhagen/mlir/MhaDialect.h"
+#include "mhagen/mlir/MhaPasses.h"
+#include "mhagen/templates/Templates.h"
+
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <set>
+
+#ifndef MHAGEN_VERSION
+#define MHAGEN_VERSION "0.0.0"
+#endif
+
+namespace mhagen {
+
+namespace {
+
+// ---- targets ---------------------------------------------------------------
+
+struct MlirTargetInfo {
+  std::string cpu, features;
+  std::vector<std::string> cpuFeatures; ///< manifest names
+  int64_t vectorWidth = 16;
+  int64_t registers = 32; ///< vector registers (register-block budget)
+};
+
+MlirTargetInfo mlirTargetInfo(const AttentionSpec &s) {
+  MlirTargetInfo t;
+  const std::vector<std::string> avx2 = {"sse41", "avx", "avx2", "fma", "f16c"};
+  std::vector<std::string> avx512 = avx2;
+  for (const char *f :
+       {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})
+    avx512.push_back(f);
+  switch (s.target.kind) {
+  case TargetKind::Avx2:
+    t.cpu = "haswell";
+    t.cpuFeatures = avx2;
+    t.vectorWidth = 8;
+    t.registers = 16;
+    break;
+  case TargetKind::Avx512:
+    t.cpu = "skylake-avx512";
+    t.features = "-prefer-256-bit"; // keep 512-bit vectors legal
+    t.cpuFeatures = avx512;
+    break;
+  case TargetKind::Avx512Bf16:
+    t.cpu = "cooperlake"; // AVX-512 + BF16 + VNNI, no FP16
+    t.features = "-prefer-256-bit";
+    t.cpuFeatures = avx512;
+    t.cpuFeatures.push_back("avx512_vnni");
+    t.cpuFeatures.push_back("avx512_bf16");
+    break;
+  case TargetKind::Host:
+    throw BackendError("target", "host must be resolved before the backend "
+                                 "runs");
+  case TargetKind::Cuda:
+  case TargetKind::OpenCL:
+    throw BackendError(
+        "target", s.target.str() + ": the mlir backend generates CPU code only "
+                                   "(avx2, avx512, avx512_bf16); use --backend "
+                                   "halide for GPU targets");
+  }
+  return t;
+}
+
+// ---- schedule
+// ----------------------------------------------------------------
+
+mha::PipelineOptions pipelineOptions(const ScheduleParams &p) {
+  mha::PipelineOptions o;
+  o.queryTile = p.at("query_tile");
+  o.keyTile = p.at("key_tile");
+  o.vectorWidth = p.at("vector_width");
+  o.rows = p.at("rows");
+  o.cols = p.at("cols");
+  if (p.count("gemm_rows")) {
+    o.gemmRows = p.at("gemm_rows");
+    o.gemmCols = p.at("gemm_cols");
+    o.gemmDepth = p.at("gemm_depth");
+  }
+  return o;
+}
+
+ScheduleParams resolveParams(const ScheduleSpace &space,
+                             const ScheduleParams &overrides) {
+  ScheduleParams p = space.defaults;
+  for (const auto &[k, v] : overrides) {
+    if (!p.count(k)) {
+      std::string known;
+      for (const auto &d : space.params)
+        known += (known.empty() ? "" : ", ") + d.name;
+      throw BackendError("schedule",
+                         "unknown schedule parameter '" + k +
+                             "' for the mlir backend; known: " + known);
+    }
+    p[k] = v;
+  }
+  std::string why = space.violation ? space.violation(p) : "";
+  if (!why.empty())
+    throw BackendError("schedule", why);
+  return p;
+}
+
+// ---- MLIR ------------------------------------------------------------------
+
+void registerEverything(mlir::DialectRegistry &registry) {
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  mlir::registerAllToLLVMIRTranslations(registry);
+  registry.insert<mhagen::mha::MhaDialect>();
+}
+
+std::string printModule(mlir::ModuleOp m) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  m.print(os);
+  return text;
+}
+
+// Collects MLIR diagnostics so that a failure reports what MLIR said.
+struct DiagnosticCollector {
+  explicit DiagnosticCollector(mlir::MLIRContext &ctx)
+      : handler(&ctx, [this](mlir::Diagnostic &d) {
+          if (d.getSeverity() == mlir::DiagnosticSeverity::Error) {
+            llvm::raw_string_ostream os(text);
+            os << d.getLocation() << ": " << d << "\n";
+            for (const mlir::Diagnostic &n : d.getNotes())
+              os << "  note: " << n.str().substr(0, 400) << "\n";
+          }
+          return mlir::success();
+        }) {}
+  std::string text;
+  mlir::ScopedDiagnosticHandler handler;
+};
+
+// ---- LLVM
+// --------------------------------------------------------------------
+
+std::unique_ptr<llvm::TargetMachine> targetMachine(const MlirTargetInfo &t) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    LLVMInitializeX86TargetInfo();
+    LLVMInitializeX86Target();
+    LLVMInitializeX86TargetMC();
+    LLVMInitializeX86AsmPrinter();
+  });
+  const std::string triple = "x86_64-unknown-linux-gnu";
+  std::string error;
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    throw BackendError("", "LLVM 19 has no x86-64 target: " + error);
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, t.cpu, t.features, options, llvm::Reloc::PIC_, std::nullopt,
+      llvm::CodeGenOptLevel::Aggressive));
+  if (!tm)
+    throw BackendError("", "cannot create an LLVM target machine for " + t.cpu);
+  return tm;
+}
+
+std::vector<char> emit(llvm::TargetMachine &tm, llvm::Module &m,
+                       llvm::CodeGenFileType type) {
+  llvm::SmallVector<char, 0> buffer;
+  llvm::raw_svector_ostream os(buffer);
+  llvm::legacy::PassManager pm;
+  if (tm.addPassesToEmitFile(pm, os, nullptr, type))
+    throw BackendError("", "LLVM cannot emit this file type");
+  pm.run(m);
+  return std::vector<char>(buffer.begin(), buffer.end());
+}
+
+// ---- the ABI wrapper
+// ------------------------------------------------------------
+
+struct WrapperArg {
+  std::string name;                 // parameter name
+  std::string data;                 // C expression of the data pointer
+  std::vector<std::string> sizes;   // outermost first
+  std::vector<std::string> strides; // outermost first, in elements
+};
+
+std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
+                          const std::string &fn) {
+  const std::string H = std::to_string(s.h), KV = std::to_string(s.n_kv),
+                    DK = std::to_string(s.d_k), DV = std::to_string(s.d_v),
+                    D = std::to_string(s.d);
+  auto stride = [](const std::string &given, const std::string &dense) {
+    return "(" + given + " ? " + given + " : " + dense + ")";
+  };
+  std::string setup = "  const int64_t B = a->batch, TQ = a->t_q, TKV = " +
+                      std::string(s.op == Op::Sdpa ? "a->t_kv" : "a->t_q") +
+                      ";\n  (void)TKV;\n";
+  std::vector<WrapperArg> args;
+  if (s.op == Op::Sdpa) {
+    setup += "  const int64_t q_ts = " +
+             stride("a->q_token_stride", "(int64_t)" + H + " * " + DK) +
+             ";\n  const int64_t k_ts = " +
+             stride("a->k_token_stride", "(int64_t)" + KV + " * " + DK) +
+             ";\n  const int64_t v_ts = " +
+             stride("a->v_token_stride", "(int64_t)" + KV + " * " + DV) +
+             ";\n  const int64_t o_ts = " +
+             stride("a->out_token_stride", "(int64_t)" + H + " * " + DV) +
+             ";\n";
+    args.push_back(
+        {"q",
+         "a->q",
+         {"B", "TQ", H, DK},
+         {stride("a->q_batch_stride", "q_ts * TQ"), "q_ts", DK, "1"}});
+    args.push_back(
+        {"k",
+         "a->k",
+         {"B", "TKV", KV, DK},
+         {stride("a->k_batch_stride", "k_ts * TKV"), "k_ts", DK, "1"}});
+    args.push_back(
+        {"v",
+         "a->v",
+         {"B", "TKV", KV, DV},
+         {stride("a->v_batch_stride", "v_ts * TKV"), "v_ts", DV, "1"}});
+  } else {
+    setup += "  const int64_t o_ts = " +
+             stride("a->out_token_stride", "(int64_t)" + D) + ";\n";
+    const std::string hdk = std::to_string(s.h * s.d_k),
+                      kdk = std::to_string(s.n_kv * s.d_k),
+                      kdv = std::to_string(s.n_kv * s.d_v),
+                      hdv = std::to_string(s.h * s.d_v);
+    args.push_back({"x", "a->x", {"B", "TQ", D}, {"TQ * " + D, D, "1"}});
+    args.push_back({"w_q", "a->w_q", {D, hdk}, {hdk, "1"}});
+    args.push_back({"w_k", "a->w_k", {D, kdk}, {kdk, "1"}});
+    args.push_back({"w_v", "a->w_v", {D, kdv}, {kdv, "1"}});
+    args.push_back({"w_o", "a->w_o", {hdv, D}, {D, "1"}});
+    if (s.bias) {
+      args.push_back({"b_q", "a->b_q", {hdk}, {"1"}});
+      args.push_back({"b_k", "a->b_k", {kdk}, {"1"}});
+      args.push_back({"b_v", "a->b_v", {kdv}, {"1"}});
+      args.push_back({"b_o", "a->b_o", {D}, {"1"}});
+    }
+  }
+  if (s.mask.padding)
+    args.push_back({"kv_lens", "a->kv_lens", {"B"}, {"1"}});
+  if (s.op == Op::Sdpa)
+    args.push_back(
+        {"out",
+         "a->out",
+         {"B", "TQ", H, DV},
+         {stride("a->out_batch_stride", "o_ts * TQ"), "o_ts", DV, "1"}});
+  else
+    args.push_back({"out",
+                    "a->out",
+                    {"B", "TQ", D},
+                    {stride("a->out_batch_stride", "o_ts * TQ"), "o_ts", "1"}});
+
+  // One descriptor struct per rank (MLIR's C interface for memrefs).
+  std::set<size_t> ranks;
+  for (const WrapperArg &a : args)
+    ranks.insert(a.sizes.size());
+  std::string decls;
+  for (size_t r : ranks)
+    decls += "typedef struct {\n  void *allocated, *aligned;\n  int64_t "
+             "offset, sizes[" +
+             std::to_string(r) + "], strides[" + std::to_string(r) +
+             "];\n} mh_memref" + std::to_string(r) + ";\n";
+  decls += "void _mlir_ciface_" + fn + "(";
+  std::string call = setup, callArgs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const WrapperArg &a = args[i];
+    const std::string r = std::to_string(a.sizes.size());
+    decls += std::string(i ? ", " : "") + "mh_memref" + r + " *";
+    call += "  mh_memref" + r + " m_" + a.name + " = {(void *)" + a.data +
+            ", (void *)" + a.data + ", 0, {";
+    for (size_t d = 0; d < a.sizes.size(); ++d)
+      call += (d ? ", " : "") + a.sizes[d];
+    call += "}, {";
+    for (size_t d = 0; d < a.strides.size(); ++d)
+      call += (d ? ", " : "") + a.strides[d];
+    call += "}};\n";
+    callArgs += std::string(i ? ", " : "") + "&m_" + a.name;
+  }
+  decls += ");";
+  call += "  _mlir_ciface_" + fn + "(" + callArgs + ");";
+  return fillTemplate(templateText("mlir_wrapper.c.in"),
+                      {{"MHAGEN_VERSION", MHAGEN_VERSION},
+                       {"SYMBOL", symbol},
+                       {"TARGET", s.target.str()},
+                       {"MLIR_DECLS", decls},
+                       {"MLIR_CALL", call}});
+}
+
+void checkSpec(const AttentionSpec &s) {
+  (void)mlirTargetInfo(s); // throws for GPU and unresolved targets
+}
+
+} // namespace
+
+ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
+  const MlirTargetInfo t = mlirTargetInfo(s);
+  ScheduleSpace space;
+  auto widths = t.vectorWidth == 16 ? std::vector<int64_t>{8, 16}
+                                    : std::vector<int64_t>{8};
+  space.params = {
+      {"query_tile", {8, 16, 32, 64}, "query rows per flash tile"},
+      {"key_tile", {16, 32, 64, 128}, "keys per flash tile"},
+      {"vector_width", widths, "f32 lanes of a register"},
+      {"rows", {1, 2, 4, 6, 8}, "rows of a matmul register block"},
+      {"cols", {1, 2, 3, 4}, "vectors per register block row"},
+  };
+  // Defaults measured on this machine (bench/RESULTS.md).
+  space.defaults = {{"query_tile", 32},
+                    {"key_tile", 32},
+                    {"vector_width", t.vectorWidth},
+                    {"rows", 4},
+                    {"cols", 2}};
+  if (s.op == Op::Layer) {
+    space.params.push_back(
+        {"gemm_rows", {32, 64, 128}, "rows per parallel projection block"});
+    space.params.push_back(
+        {"gemm_cols", {128, 256, 512}, "columns per projection block"});
+    space.params.push_back(
+        {"gemm_depth", {128, 256, 512}, "reduction slice of a projection"});
+    space.defaults["gemm_rows"] = 64;
+    space.defaults["gemm_cols"] = 256;
+    space.defaults["gemm_depth"] = 256;
+  }
+  const int64_t registers = t.registers;
+  const int64_t maxWidth = t.vectorWidth;
+  space.violation = [registers, maxWidth](const ScheduleParams &p) {
+    auto get = [&](const char *k) {
+      auto it = p.find(k);
+      return it == p.end() ? int64_t(0) : it->second;
+    };
+    if (get("vector_width") > maxWidth)
+      return std::string("vector_width ") +
+             std::to_string(get("vector_width")) +
+             " exceeds the target's f32 lanes (" + std::to_string(maxWidth) +
+             ")";
+    // Accumulators plus one broadcast and `cols` loaded vectors.
+    const int64_t need = get("rows") * get("cols") + get("cols") + 1;
+    if (need > registers)
+      return "rows x cols register block needs " + std::to_string(need) +
+             " vector registers; the target has " + std::to_string(registers);
+    if (get("query_tile") < get("rows"))
+      return std::string("query_tile must be at least rows");
+    return std::string();
+  };
+  return space;
+}
+
+std::string mlirInputModule(const AttentionSpec &s) {
+  return mlirbackend::kernelModuleText(s, s.kernelName() + "_mlir_kernel");
+}
+
+BackendResult compileWithMlir(const AttentionSpec &s,
+                              const BackendOptions &opt) {
+  checkSpec(s);
+  const MlirTargetInfo t = mlirTargetInfo(s);
+  BackendResult r;
+  r.schedule = resolveParams(mlirScheduleSpace(s), opt.schedule);
+  r.cpuFeatures = t.cpuFeatures;
+  r.device = "cpu";
+  const std::string fn = opt.symbol + "_mlir_kernel";
+  const bool dumpStages = opt.emit.count("mlir") > 0;
+
+  mlir::DialectRegistry registry;
+  registerEverything(registry);
+  mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
+  ctx.loadAllAvailableDialects();
+  DiagnosticCollector diags(ctx);
+
+  const std::string input = mlirbackend::kernelModuleText(s, fn);
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(input, &ctx, "mhagen-input");
+  if (!module)
+    throw BackendError("", "internal error: the generated mha module does "
+                           "not parse:\n" +
+                               diags.text + input);
+  if (dumpStages)
+    r.irs["mlir"] = input;
+  // MHAGEN_MLIR_DUMP=<dir>: the input and every stage's IR, written as the
+  // pipeline goes (for debugging a stage that fails).
+  const char *dumpDir = std::getenv("MHAGEN_MLIR_DUMP");
+  auto dump = [&](const std::string &name, const std::string &text) {
+    if (!dumpDir || !*dumpDir)
+      return;
+    std::ofstream(std::string(dumpDir) + "/" + fn + "." + name + ".mlir")
+        << text;
+  };
+  dump("input", input);
+
+  for (const mha::PipelineStage &stage :
+       mha::mhaPipelineStages(pipelineOptions(r.schedule))) {
+    mlir::PassManager pm(&ctx);
+    stage.build(pm);
+    if (mlir::failed(pm.run(*module))) {
+      dump(stage.name + ".failed", printModule(*module));
+      throw BackendError("", "MLIR pipeline stage '" + stage.name +
+                                 "' failed:\n" + diags.text);
+    }
+    dump(stage.name, printModule(*module));
+    if (dumpStages || opt.emit.count("mlir." + stage.name))
+      r.irs["mlir." + stage.name] = printModule(*module);
+  }
+
+  llvm::LLVMContext llvmCtx;
+  std::unique_ptr<llvm::Module> llvmModule =
+      mlir::translateModuleToLLVMIR(*module, llvmCtx, fn);
+  if (!llvmModule)
+    throw BackendError("", "translation to LLVM IR failed:\n" + diags.text);
+  std::unique_ptr<llvm::TargetMachine> tm = targetMachine(t);
+  llvmModule->setDataLayout(tm->createDataLayout());
+  llvmModule->setTargetTriple(tm->getTargetTriple().str());
+  auto optimize = mlir::makeOptimizingTransformer(3, 0, tm.get());
+  if (llvm::Error e = optimize(llvmModule.get())) {
+    std::string msg;
+    llvm::raw_string_ostream os(msg);
+    os << e;
+    throw BackendError("", "LLVM optimization failed: " + msg);
+  }
+  if (opt.emit.count("llvm")) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvmModule->print(os, nullptr);
+    r.irs["llvm"] = text;
+  }
+  if (opt.emit.count("asm")) {
+    // Code generation changes the module it runs on: print a copy.
+    std::unique_ptr<llvm::Module> copy = llvm::CloneModule(*llvmModule);
+    std::vector<char> text =
+        emit(*tm, *copy, llvm::CodeGenFileType::AssemblyFile);
+    r.irs["asm"] = std::string(text.begin(), text.end());
+  }
+  r.object = emit(*tm, *llvmModule, llvm::CodeGenFileType::ObjectFile);
+  r.wrapperSource = wrapperSource(s, opt.symbol, fn);
+  return r;
+}
+
+} // namespace mhagen

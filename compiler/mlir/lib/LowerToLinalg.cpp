@@ -1,0 +1,409 @@
+//===- LowerToLinalg.cpp - mha.attention to linalg on tensors -------------===//
+//
+// The flash form (shared/DESIGN.md, online softmax):
+//
+//   scf.forall (b, head, qt) in (B, h, ceil(Tq / QT)):
+//     Q tile [QT x dk] (padded, scaled, f32)
+//     acc = 0 [QT x dv], m = lowest [QT], l = 0 [QT]
+//     scf.for kt in [lo, hi)            -- the key tiles the mask does not
+//                                         hide; lo/hi depend on qt and b
+//       K^T tile [dk x KT], V tile [KT x dv] of K/V head g = head/(h/kv)
+//       S  = Q K^T, hidden keys -> lowest   (masks as index arithmetic)
+//       m' = max(m, rowmax S);  P = exp(S - m') (0 where hidden)
+//       a  = exp(m - m');  l = l a + rowsum P;  acc = acc a + P V;  m = m'
+//     out tile = l > 0 ? acc / l : 0
+//
+// All values stay finite ("lowest" is -1e30), so fast-math lowering is safe.
+#include "mhagen/mlir/MhaDialect.h"
+#include "mhagen/mlir/MhaPasses.h"
+
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Utils/Utils.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mhagen::mha {
+#define GEN_PASS_DEF_MHALOWERTOLINALG
+#include "mhagen/mlir/MhaPasses.h.inc"
+} // namespace mhagen::mha
+
+using namespace mlir;
+using namespace mhagen::mha;
+
+namespace {
+
+constexpr float kLowest = -1e30f;
+
+// Small helpers for index arithmetic.
+struct IndexMath {
+  OpBuilder &b;
+  Location loc;
+  Value c(int64_t v) { return b.create<arith::ConstantIndexOp>(loc, v); }
+  Value add(Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
+  Value sub(Value x, Value y) { return b.create<arith::SubIOp>(loc, x, y); }
+  Value mul(Value x, Value y) { return b.create<arith::MulIOp>(loc, x, y); }
+  Value min(Value x, Value y) { return b.create<arith::MinSIOp>(loc, x, y); }
+  Value max(Value x, Value y) { return b.create<arith::MaxSIOp>(loc, x, y); }
+  Value floorDiv(Value x, Value y) {
+    return b.create<arith::FloorDivSIOp>(loc, x, y);
+  }
+  Value ceilDiv(Value x, Value y) {
+    return b.create<arith::CeilDivSIOp>(loc, x, y);
+  }
+};
+
+SmallVector<utils::IteratorType> iters(int parallel, int reduction = 0) {
+  SmallVector<utils::IteratorType> it(parallel, utils::IteratorType::parallel);
+  it.append(reduction, utils::IteratorType::reduction);
+  return it;
+}
+
+struct LowerAttention : OpRewritePattern<AttentionOp> {
+  LowerAttention(MLIRContext *ctx, int64_t qt, int64_t kt)
+      : OpRewritePattern(ctx), QT(qt), KT(kt) {}
+
+  LogicalResult matchAndRewrite(AttentionOp op,
+                                PatternRewriter &rw) const override {
+    Location loc = op.getLoc();
+    IndexMath im{rw, loc};
+    auto qType = cast<RankedTensorType>(op.getQuery().getType());
+    auto kType = cast<RankedTensorType>(op.getKey().getType());
+    auto vType = cast<RankedTensorType>(op.getValue().getType());
+    const int64_t h = op.getNumHeads(), kv = op.getNumKvHeads();
+    const int64_t group = h / kv;
+    const int64_t dk = qType.getDimSize(3), dv = vType.getDimSize(3);
+    Type et = qType.getElementType();
+    Type f32 = rw.getF32Type();
+    MaskAttr mask = op.getMask();
+    const bool causal = mask.getCausal() || mask.getWindow() > 0;
+    const int64_t window = mask.getWindow();
+    const float scale = op.getScale().convertToFloat();
+
+    Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
+    Value lens = op.getKvLens();
+    Value B = rw.create<tensor::DimOp>(loc, q, 0);
+    Value Tq = rw.create<tensor::DimOp>(loc, q, 1);
+    Value Tkv = rw.create<tensor::DimOp>(loc, k, 1);
+    Value numQT = im.ceilDiv(Tq, im.c(QT));
+    Value numKT = im.ceilDiv(Tkv, im.c(KT));
+    Value offset = im.sub(Tkv, Tq); // query i sits at i + Tkv - Tq
+
+    auto forall = rw.create<scf::ForallOp>(
+        loc,
+        ArrayRef<OpFoldResult>{rw.getIndexAttr(0), rw.getIndexAttr(0),
+                               rw.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{B, rw.getIndexAttr(h), numQT},
+        ArrayRef<OpFoldResult>{rw.getIndexAttr(1), rw.getIndexAttr(1),
+                               rw.getIndexAttr(1)},
+        ValueRange{op.getInit()}, std::nullopt);
+    Block *body = forall.getBody();
+    rw.setInsertionPointToStart(body);
+    Value bIv = body->getArgument(0), hIv = body->getArgument(1),
+          qtIv = body->getArgument(2), out = body->getArgument(3);
+    Value gIv = rw.create<arith::DivUIOp>(loc, hIv, im.c(group));
+    Value q0 = im.mul(qtIv, im.c(QT));
+    Value qRows = im.min(im.c(QT), im.sub(Tq, q0));
+    Value kvLen;
+    if (lens) {
+      Value l32 = rw.create<tensor::ExtractOp>(loc, lens, ValueRange{bIv});
+      kvLen = rw.create<arith::IndexCastOp>(loc, rw.getIndexType(), l32);
+    }
+
+    // A [rows x width] slice of a [B, T, heads, width] tensor at token t0,
+    // padded to `full` rows with zeros.
+    auto tile = [&](Value src, Value t0, Value rows, Value head,
+                    int64_t full) -> Value {
+      auto st = cast<RankedTensorType>(src.getType());
+      int64_t width = st.getDimSize(3);
+      SmallVector<OpFoldResult> offs = {bIv, t0, head, rw.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes = {
+          rw.getIndexAttr(1), rows, rw.getIndexAttr(1), rw.getIndexAttr(width)};
+      SmallVector<OpFoldResult> strides(4, rw.getIndexAttr(1));
+      auto sliceType = RankedTensorType::get({ShapedType::kDynamic, width},
+                                             st.getElementType());
+      Value slice = rw.create<tensor::ExtractSliceOp>(loc, sliceType, src, offs,
+                                                      sizes, strides);
+      auto padType = RankedTensorType::get({full, width}, st.getElementType());
+      Value zero = rw.create<arith::ConstantOp>(
+          loc, rw.getZeroAttr(st.getElementType()));
+      return tensor::createPadHighOp(padType, slice, zero, /*nofold=*/false,
+                                     loc, rw);
+    };
+    // f32 copy of a tile, optionally transposed and scaled.
+    auto toF32 = [&](Value t, bool transpose, float mul) -> Value {
+      auto tt = cast<RankedTensorType>(t.getType());
+      int64_t r = tt.getDimSize(0), c = tt.getDimSize(1);
+      SmallVector<int64_t> shape =
+          transpose ? SmallVector<int64_t>{c, r} : SmallVector<int64_t>{r, c};
+      Value empty = rw.create<tensor::EmptyOp>(loc, shape, f32);
+      AffineMap id = rw.getMultiDimIdentityMap(2);
+      AffineMap tr = AffineMap::getPermutationMap(ArrayRef<unsigned>{1, 0},
+                                                  rw.getContext());
+      return rw
+          .create<linalg::GenericOp>(
+              loc, empty.getType(), ValueRange{t}, ValueRange{empty},
+              ArrayRef<AffineMap>{transpose ? tr : id, id}, iters(2),
+              [&](OpBuilder &b, Location l, ValueRange args) {
+                Value x = args[0];
+                if (!x.getType().isF32())
+                  x = b.create<arith::ExtFOp>(l, b.getF32Type(), x);
+                if (mul != 1.0f)
+                  x = b.create<arith::MulFOp>(
+                      l, x,
+                      b.create<arith::ConstantOp>(l, b.getF32FloatAttr(mul)));
+                b.create<linalg::YieldOp>(l, x);
+              })
+          .getResult(0);
+    };
+    auto filled = [&](ArrayRef<int64_t> shape, float value) -> Value {
+      Value empty = rw.create<tensor::EmptyOp>(loc, shape, f32);
+      Value cst = rw.create<arith::ConstantOp>(loc, rw.getF32FloatAttr(value));
+      return rw.create<linalg::FillOp>(loc, cst, empty).getResult(0);
+    };
+
+    // The query tile, scaled once.
+    Value qTile = toF32(tile(q, q0, qRows, hIv, QT), false, scale);
+
+    // The key tiles to visit: [lo, hi).
+    Value hi = numKT;
+    Value lo = im.c(0);
+    if (causal) {
+      Value lastPos = im.add(im.sub(im.add(q0, qRows), im.c(1)), offset);
+      hi = im.min(hi, im.add(im.floorDiv(lastPos, im.c(KT)), im.c(1)));
+    }
+    if (kvLen)
+      hi = im.min(hi, im.ceilDiv(kvLen, im.c(KT)));
+    if (window > 0) {
+      Value firstPos = im.add(q0, offset);
+      lo = im.max(im.c(0),
+                  im.floorDiv(im.add(im.sub(firstPos, im.c(window)), im.c(1)),
+                              im.c(KT)));
+    }
+    hi = im.max(hi, lo);
+
+    Value acc0 = filled({QT, dv}, 0.0f);
+    Value m0 = filled({QT}, kLowest);
+    Value l0 = filled({QT}, 0.0f);
+    AffineMap id2 = rw.getMultiDimIdentityMap(2);
+    AffineMap row2 =
+        AffineMap::get(2, 0, {rw.getAffineDimExpr(0)}, rw.getContext());
+    AffineMap id1 = rw.getMultiDimIdentityMap(1);
+
+    auto loop = rw.create<scf::ForOp>(
+        loc, lo, hi, im.c(1), ValueRange{acc0, m0, l0},
+        [&](OpBuilder &b, Location l, Value kt, ValueRange it) {
+          IndexMath bm{b, l};
+          Value acc = it[0], m = it[1], lsum = it[2];
+          Value k0 = bm.mul(kt, bm.c(KT));
+          Value kRows = bm.min(bm.c(KT), bm.sub(Tkv, k0));
+          // Inside the loop: re-enter the rewriter at b's point.
+          OpBuilder::InsertionGuard guard(rw);
+          rw.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
+          Value kT = toF32(tile(k, k0, kRows, gIv, KT), /*transpose=*/true, 1);
+          Value vTile = toF32(tile(v, k0, kRows, gIv, KT), false, 1);
+
+          // visible(i, j) for row i, key j of this tile.
+          auto visible = [&](OpBuilder &g, Location gl) -> Value {
+            Value i = g.create<linalg::IndexOp>(gl, 0);
+            Value j = g.create<linalg::IndexOp>(gl, 1);
+            IndexMath gm{g, gl};
+            Value key = gm.add(k0, j);
+            Value pos = gm.add(gm.add(q0, i), offset);
+            Value vis = g.create<arith::CmpIOp>(gl, arith::CmpIPredicate::slt,
+                                                key, Tkv);
+            auto both = [&](Value a, Value c) {
+              return g.create<arith::AndIOp>(gl, a, c).getResult();
+            };
+            if (causal)
+              vis = both(vis, g.create<arith::CmpIOp>(
+                                  gl, arith::CmpIPredicate::sle, key, pos));
+            if (window > 0)
+              vis = both(
+                  vis, g.create<arith::CmpIOp>(gl, arith::CmpIPredicate::sgt,
+                                               key, gm.sub(pos, gm.c(window))));
+            if (kvLen)
+              vis = both(vis, g.create<arith::CmpIOp>(
+                                  gl, arith::CmpIPredicate::slt, key, kvLen));
+            return vis;
+          };
+          Value lowest =
+              rw.create<arith::ConstantOp>(l, rw.getF32FloatAttr(kLowest));
+          Value zerof =
+              rw.create<arith::ConstantOp>(l, rw.getF32FloatAttr(0.0f));
+
+          // S = Q K^T, then the mask.
+          Value s =
+              rw.create<linalg::MatmulOp>(
+                    l, TypeRange{RankedTensorType::get({QT, KT}, f32)},
+                    ValueRange{qTile, kT}, ValueRange{filled({QT, KT}, 0.0f)})
+                  .getResult(0);
+          Value sm = rw.create<linalg::GenericOp>(
+                           l, s.getType(), ValueRange{}, ValueRange{s},
+                           ArrayRef<AffineMap>{id2}, iters(2),
+                           [&](OpBuilder &g, Location gl, ValueRange args) {
+                             Value r = g.create<arith::SelectOp>(
+                                 gl, visible(g, gl), args[0], lowest);
+                             g.create<linalg::YieldOp>(gl, r);
+                           })
+                         .getResult(0);
+          // m' = max(m, rowmax S)
+          Value tm =
+              rw.create<linalg::GenericOp>(
+                    l, m.getType(), ValueRange{sm},
+                    ValueRange{filled({QT}, kLowest)},
+                    ArrayRef<AffineMap>{id2, row2}, iters(1, 1),
+                    [&](OpBuilder &g, Location gl, ValueRange args) {
+                      g.create<linalg::YieldOp>(
+                          gl, g.create<arith::MaximumFOp>(gl, args[0], args[1])
+                                  .getResult());
+                    })
+                  .getResult(0);
+          // a = exp(m - max(m, tm)), computed before m is updated in place.
+          Value alpha =
+              rw.create<linalg::GenericOp>(
+                    l, m.getType(), ValueRange{m, tm},
+                    ValueRange{filled({QT}, 0.0f)},
+                    ArrayRef<AffineMap>{id1, id1, id1}, iters(1),
+                    [&](OpBuilder &g, Location gl, ValueRange args) {
+                      Value mx =
+                          g.create<arith::MaximumFOp>(gl, args[0], args[1]);
+                      g.create<linalg::YieldOp>(
+                          gl, g.create<math::ExpOp>(
+                                   gl, g.create<arith::SubFOp>(gl, args[0], mx))
+                                  .getResult());
+                    })
+                  .getResult(0);
+          // m' = max(m, tm), written into the carried tensor: the loop then
+          // yields the value it was given, so bufferization keeps one
+          // running-max buffer (and hoisting turns it into registers).
+          Value mNew =
+              rw.create<linalg::GenericOp>(
+                    l, m.getType(), ValueRange{tm}, ValueRange{m},
+                    ArrayRef<AffineMap>{id1, id1}, iters(1),
+                    [&](OpBuilder &g, Location gl, ValueRange args) {
+                      g.create<linalg::YieldOp>(
+                          gl, g.create<arith::MaximumFOp>(gl, args[0], args[1])
+                                  .getResult());
+                    })
+                  .getResult(0);
+          // P = exp(S - m'), 0 where hidden.
+          Value p =
+              rw.create<linalg::GenericOp>(
+                    l, sm.getType(), ValueRange{mNew}, ValueRange{sm},
+                    ArrayRef<AffineMap>{row2, id2}, iters(2),
+                    [&](OpBuilder &g, Location gl, ValueRange args) {
+                      Value e = g.create<math::ExpOp>(
+                          gl, g.create<arith::SubFOp>(gl, args[1], args[0]));
+                      g.create<linalg::YieldOp>(
+                          gl, g.create<arith::SelectOp>(gl, visible(g, gl), e,
+                                                        zerof)
+                                  .getResult());
+                    })
+                  .getResult(0);
+          // l' = l a + rowsum P
+          Value rowSum =
+              rw.create<linalg::GenericOp>(
+                    l, m.getType(), ValueRange{p},
+                    ValueRange{filled({QT}, 0.0f)},
+                    ArrayRef<AffineMap>{id2, row2}, iters(1, 1),
+                    [&](OpBuilder &g, Location gl, ValueRange args) {
+                      g.create<linalg::YieldOp>(
+                          gl, g.create<arith::AddFOp>(gl, args[0], args[1])
+                                  .getResult());
+                    })
+                  .getResult(0);
+          Value lNew =
+              rw.create<linalg::GenericOp>(
+                    l, m.getType(), ValueRange{alpha, rowSum}, ValueRange{lsum},
+                    ArrayRef<AffineMap>{id1, id1, id1}, iters(1),
+                    [&](OpBuilder &g, Location gl, ValueRange args) {
+                      Value r = g.create<arith::AddFOp>(
+                          gl, g.create<arith::MulFOp>(gl, args[2], args[0]),
+                          args[1]);
+                      g.create<linalg::YieldOp>(gl, r);
+                    })
+                  .getResult(0);
+          // acc' = acc a + P V
+          Value pv = rw.create<linalg::MatmulOp>(
+                           l, TypeRange{acc.getType()}, ValueRange{p, vTile},
+                           ValueRange{filled({QT, dv}, 0.0f)})
+                         .getResult(0);
+          Value accNew =
+              rw.create<linalg::GenericOp>(
+                    l, acc.getType(), ValueRange{alpha, pv}, ValueRange{acc},
+                    ArrayRef<AffineMap>{row2, id2, id2}, iters(2),
+                    [&](OpBuilder &g, Location gl, ValueRange args) {
+                      Value r = g.create<arith::AddFOp>(
+                          gl, g.create<arith::MulFOp>(gl, args[2], args[0]),
+                          args[1]);
+                      g.create<linalg::YieldOp>(gl, r);
+                    })
+                  .getResult(0);
+          rw.create<scf::YieldOp>(l, ValueRange{accNew, mNew, lNew});
+        });
+
+    // Normalise (a row that saw no key has l = 0 and outputs zeros), back
+    // to the element type, and store the valid rows.
+    Value accF = loop.getResult(0), lF = loop.getResult(2);
+    Value outTile =
+        rw.create<tensor::EmptyOp>(loc, ArrayRef<int64_t>{QT, dv}, et);
+    Value normalized =
+        rw.create<linalg::GenericOp>(
+              loc, outTile.getType(), ValueRange{accF, lF}, ValueRange{outTile},
+              ArrayRef<AffineMap>{id2, row2, id2}, iters(2),
+              [&](OpBuilder &g, Location gl, ValueRange args) {
+                Value zero =
+                    g.create<arith::ConstantOp>(gl, g.getF32FloatAttr(0.0f));
+                Value pos = g.create<arith::CmpFOp>(
+                    gl, arith::CmpFPredicate::OGT, args[1], zero);
+                Value safe = g.create<arith::MaximumFOp>(
+                    gl, args[1],
+                    g.create<arith::ConstantOp>(gl, g.getF32FloatAttr(1e-30f)));
+                Value r = g.create<arith::SelectOp>(
+                    gl, pos, g.create<arith::DivFOp>(gl, args[0], safe), zero);
+                if (!args[2].getType().isF32())
+                  r = g.create<arith::TruncFOp>(gl, args[2].getType(), r);
+                g.create<linalg::YieldOp>(gl, r);
+              })
+            .getResult(0);
+    auto rowsType = RankedTensorType::get({ShapedType::kDynamic, dv}, et);
+    Value valid = rw.create<tensor::ExtractSliceOp>(
+        loc, rowsType, normalized,
+        ArrayRef<OpFoldResult>{rw.getIndexAttr(0), rw.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{qRows, rw.getIndexAttr(dv)},
+        ArrayRef<OpFoldResult>{rw.getIndexAttr(1), rw.getIndexAttr(1)});
+    auto term = cast<scf::InParallelOp>(body->getTerminator());
+    rw.setInsertionPointToStart(term.getBody());
+    rw.create<tensor::ParallelInsertSliceOp>(
+        loc, valid, out,
+        ArrayRef<OpFoldResult>{bIv, q0, hIv, rw.getIndexAttr(0)},
+        ArrayRef<OpFoldResult>{rw.getIndexAttr(1), qRows, rw.getIndexAttr(1),
+                               rw.getIndexAttr(dv)},
+        ArrayRef<OpFoldResult>(
+            SmallVector<OpFoldResult>(4, rw.getIndexAttr(1))));
+    rw.replaceOp(op, forall.getResults());
+    (void)kType;
+    return success();
+  }
+
+  int64_t QT, KT;
+};
+
+struct MhaLowerToLinalgPass
+    : public mhagen::mha::impl::MhaLowerToLinalgBase<MhaLowerToLinalgPass> {
+  using MhaLowerToLinalgBase::MhaLowerToLinalgBase;
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<LowerAttention>(&getContext(), queryTile, keyTile);
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace

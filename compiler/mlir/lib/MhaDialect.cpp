@@ -1,0 +1,122 @@
+//===- MhaDialect.cpp - the mha dialect, its attribute and op verifier ----===//
+#include "mhagen/mlir/MhaDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mhagen::mha;
+
+#include "mhagen/mlir/MhaOpsDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "mhagen/mlir/MhaAttrs.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "mhagen/mlir/MhaOps.cpp.inc"
+
+void MhaDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "mhagen/mlir/MhaOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "mhagen/mlir/MhaAttrs.cpp.inc"
+      >();
+}
+
+LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               bool causal, int64_t window, bool padding) {
+  (void)causal;
+  (void)padding;
+  if (window < 0)
+    return emitError() << "mask window must be >= 0 (0: no window), got "
+                       << window;
+  return success();
+}
+
+// Dimension d of two shapes agree unless one of them is dynamic.
+static bool compatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+LogicalResult AttentionOp::verify() {
+  auto q = cast<RankedTensorType>(getQuery().getType());
+  auto k = cast<RankedTensorType>(getKey().getType());
+  auto v = cast<RankedTensorType>(getValue().getType());
+  auto init = cast<RankedTensorType>(getInit().getType());
+  auto res = cast<RankedTensorType>(getResult().getType());
+  for (auto [name, t] : {std::pair<const char *, RankedTensorType>{"query", q},
+                         {"key", k},
+                         {"value", v},
+                         {"init", init}})
+    if (t.getRank() != 4)
+      return emitOpError() << name
+                           << " must have rank 4 ([batch, tokens, heads, "
+                              "width]), got rank "
+                           << t.getRank();
+  if (res != init)
+    return emitOpError() << "result type " << res
+                         << " must equal the init type " << init;
+  const int64_t h = getNumHeads(), kv = getNumKvHeads();
+  if (h <= 0 || kv <= 0)
+    return emitOpError() << "num_heads and num_kv_heads must be > 0, got " << h
+                         << " and " << kv;
+  if (h % kv != 0)
+    return emitOpError() << "num_heads (" << h
+                         << ") must be divisible by num_kv_heads (" << kv
+                         << ")";
+  if (q.getDimSize(2) != h || init.getDimSize(2) != h)
+    return emitOpError() << "query and init must have num_heads (" << h
+                         << ") as static dimension 2";
+  if (k.getDimSize(2) != kv || v.getDimSize(2) != kv)
+    return emitOpError() << "key and value must have num_kv_heads (" << kv
+                         << ") as static dimension 2";
+  for (auto [name, t] : {std::pair<const char *, RankedTensorType>{"query", q},
+                         {"key", k},
+                         {"value", v},
+                         {"init", init}})
+    if (ShapedType::isDynamic(t.getDimSize(3)))
+      return emitOpError() << name
+                           << " head width (dimension 3) must be static";
+  if (q.getDimSize(3) != k.getDimSize(3))
+    return emitOpError() << "query and key head widths differ ("
+                         << q.getDimSize(3) << " vs " << k.getDimSize(3) << ")";
+  if (v.getDimSize(3) != init.getDimSize(3))
+    return emitOpError() << "value and init head widths differ ("
+                         << v.getDimSize(3) << " vs " << init.getDimSize(3)
+                         << ")";
+  if (!compatible(q.getDimSize(0), k.getDimSize(0)) ||
+      !compatible(q.getDimSize(0), v.getDimSize(0)) ||
+      !compatible(q.getDimSize(0), init.getDimSize(0)))
+    return emitOpError() << "batch sizes (dimension 0) differ";
+  if (!compatible(k.getDimSize(1), v.getDimSize(1)))
+    return emitOpError() << "key and value token counts differ";
+  if (!compatible(q.getDimSize(1), init.getDimSize(1)))
+    return emitOpError() << "query and init token counts differ";
+  Type et = q.getElementType();
+  if (!et.isF32() && !et.isBF16() && !et.isF16())
+    return emitOpError() << "element type must be f32, bf16 or f16, got " << et;
+  if (k.getElementType() != et || v.getElementType() != et ||
+      init.getElementType() != et)
+    return emitOpError() << "query, key, value and init must share one "
+                            "element type";
+  if (!(getScale().convertToFloat() > 0.0f))
+    return emitOpError() << "scale must be > 0";
+  MaskAttr mask = getMask();
+  if (mask.getPadding() != static_cast<bool>(getKvLens()))
+    return emitOpError() << (mask.getPadding()
+                                 ? "mask has padding but no kv_lens operand"
+                                 : "kv_lens given but the mask has no padding");
+  if (Value lens = getKvLens()) {
+    auto lt = cast<RankedTensorType>(lens.getType());
+    if (lt.getRank() != 1 || !lt.getElementType().isInteger(32))
+      return emitOpError() << "kv_lens must be a rank-1 tensor of i32, got "
+                           << lt;
+    if (!compatible(lt.getDimSize(0), q.getDimSize(0)))
+      return emitOpError() << "kv_lens needs one length per batch";
+  }
+  return success();
+}

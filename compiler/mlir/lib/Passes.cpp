@@ -1,0 +1,456 @@
+//===- Passes.cpp - tiling/vectorization, parallelization, lowering -------===//
+#include "mhagen/mlir/MhaDialect.h"
+#include "mhagen/mlir/MhaPasses.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/OneShotAnalysis.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Transforms/Hoisting.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/Transforms/Approximation.h"
+#include "mlir/Dialect/Math/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/OpenMP/OpenMPDialect.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/Transforms/LoweringPatterns.h"
+#include "mlir/Dialect/Vector/Transforms/VectorRewritePatterns.h"
+#include "mlir/Interfaces/TilingInterface.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "mlir/Transforms/LoopInvariantCodeMotionUtils.h"
+#include "mlir/Transforms/Passes.h"
+
+namespace mhagen::mha {
+#define GEN_PASS_DEF_MHATILEANDVECTORIZE
+#define GEN_PASS_DEF_MHAPARALLELIZE
+#define GEN_PASS_DEF_MHALOWERVECTORS
+#define GEN_PASS_DEF_MHAPOLYNOMIALEXP
+#include "mhagen/mlir/MhaPasses.h.inc"
+} // namespace mhagen::mha
+
+using namespace mlir;
+using namespace mhagen::mha;
+
+namespace {
+
+// ---- tiling and vectorization ----------------------------------------------
+
+constexpr llvm::StringLiteral kVectorSizes = "mha.vector_sizes";
+
+// Register-block tile sizes of one linalg op: matmuls get rows x
+// (cols x vector width) blocks, k by 1 (outer-product FMAs); everything else
+// one row at a time (every dimension but the last by 1), vectorized along
+// its last dimension.
+SmallVector<int64_t> registerTileSizes(linalg::LinalgOp op, int64_t rows,
+                                       int64_t blockCols) {
+  if (isa<linalg::MatmulOp>(op.getOperation()))
+    return {rows, blockCols, 1};
+  SmallVector<int64_t> sizes(op.getNumLoops(), 0);
+  for (unsigned i = 0; i + 1 < op.getNumLoops(); ++i)
+    sizes[i] = 1;
+  return sizes;
+}
+
+// Parallel block sizes of a dynamic-shape op (op = layer: rows = B*T):
+// gemm-rows x gemm-cols blocks for matmuls; for others gemm-rows along the
+// last dynamic dimension and single entries of the dynamic ones before it.
+SmallVector<int64_t> parallelTileSizes(linalg::LinalgOp op, int64_t gemmRows,
+                                       int64_t gemmCols) {
+  if (isa<linalg::MatmulOp>(op.getOperation()))
+    return {gemmRows, gemmCols, 0};
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  SmallVector<int64_t> sizes(ranges.size(), 0);
+  int lastDynamic = -1;
+  for (unsigned i = 0; i < ranges.size(); ++i)
+    if (ShapedType::isDynamic(ranges[i]))
+      lastDynamic = i;
+  for (int i = 0; i < lastDynamic; ++i)
+    sizes[i] = ShapedType::isDynamic(ranges[i]) ? 1 : 0;
+  if (lastDynamic >= 0)
+    sizes[lastDynamic] = gemmRows;
+  return sizes;
+}
+
+FailureOr<scf::SCFTilingResult> tile(IRRewriter &rewriter, Operation *op,
+                                     ArrayRef<int64_t> sizes, bool forall) {
+  scf::SCFTilingOptions options;
+  options.setTileSizes(getAsIndexOpFoldResult(op->getContext(), sizes));
+  if (forall)
+    options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+  rewriter.setInsertionPoint(op);
+  FailureOr<scf::SCFTilingResult> tiled =
+      scf::tileUsingSCF(rewriter, cast<TilingInterface>(op), options);
+  if (succeeded(tiled))
+    rewriter.replaceOp(op, tiled->replacements);
+  return tiled;
+}
+
+struct MhaTileAndVectorizePass
+    : public mhagen::mha::impl::MhaTileAndVectorizeBase<
+          MhaTileAndVectorizePass> {
+  using MhaTileAndVectorizeBase::MhaTileAndVectorizeBase;
+
+  // Tiles `op` to register blocks; matmul loops whose trip does not divide
+  // are peeled so that the main part has static (unmasked) tiles and only
+  // the remainder is masked. Marks the tiled ops with their vector sizes.
+  LogicalResult tileToRegisters(IRRewriter &rewriter, linalg::LinalgOp op) {
+    const int64_t blockCols = cols * vectorWidth;
+    SmallVector<int64_t> sizes = registerTileSizes(op, rows, blockCols);
+    SmallVector<int64_t> vectorSizes;
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    for (unsigned i = 0; i < sizes.size(); ++i)
+      vectorSizes.push_back(sizes[i] ? sizes[i] : ranges[i]);
+    if (llvm::any_of(vectorSizes, ShapedType::isDynamic))
+      return op.emitError("mha-tile-and-vectorize: the innermost dimension "
+                          "must be static");
+    if (llvm::all_of(sizes, [](int64_t s) { return s == 0; })) {
+      op->setAttr(kVectorSizes, rewriter.getDenseI64ArrayAttr(vectorSizes));
+      return success();
+    }
+    FailureOr<scf::SCFTilingResult> tiled = tile(rewriter, op, sizes, false);
+    if (failed(tiled))
+      return op.emitError("mha-tile-and-vectorize: tiling failed");
+    for (Operation *t : tiled->tiledOps)
+      t->setAttr(kVectorSizes, rewriter.getDenseI64ArrayAttr(vectorSizes));
+    if (!isa<linalg::MatmulOp>(op.getOperation()))
+      return success();
+    // loops = [rows, cols, k]: peel cols, then rows.
+    for (int l : {1, 0}) {
+      if (l >= (int)tiled->loops.size())
+        continue;
+      auto loop = dyn_cast<scf::ForOp>(tiled->loops[l].getOperation());
+      if (!loop)
+        continue;
+      scf::ForOp partial;
+      (void)scf::peelForLoopAndSimplifyBounds(rewriter, loop, partial);
+    }
+    return success();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    IRRewriter rewriter(ctx);
+    // 1. Dynamic-shape ops (op = layer's projections, bias and conversion
+    //    ops over B*T rows): parallel blocks, then matmuls by depth slices.
+    SmallVector<linalg::LinalgOp> dynamicOps, staticOps;
+    module.walk([&](linalg::LinalgOp op) {
+      if (op.hasDynamicShape())
+        dynamicOps.push_back(op);
+      else if (!isa<linalg::FillOp>(op.getOperation()))
+        staticOps.push_back(op);
+    });
+    for (linalg::LinalgOp op : dynamicOps) {
+      FailureOr<scf::SCFTilingResult> blocks =
+          tile(rewriter, op, parallelTileSizes(op, gemmRows, gemmCols), true);
+      if (failed(blocks) || blocks->tiledOps.size() != 1) {
+        op.emitError("mha-tile-and-vectorize: parallel tiling failed");
+        return signalPassFailure();
+      }
+      auto block = cast<linalg::LinalgOp>(blocks->tiledOps.front());
+      if (isa<linalg::MatmulOp>(block.getOperation()) &&
+          block.hasDynamicShape()) {
+        // The last block of rows (and columns) is partial: pad every block
+        // to the full static size so that register tiles never need masks.
+        linalg::LinalgPaddingOptions padding;
+        padding.setPaddingDimensions({0, 1});
+        SmallVector<Attribute> zeros;
+        for (OpOperand &operand : block->getOpOperands())
+          zeros.push_back(rewriter.getZeroAttr(
+              getElementTypeOrSelf(operand.get().getType())));
+        padding.setPaddingValues(zeros);
+        padding.setCopyBackOp(linalg::LinalgPaddingOptions::CopyBackOp::None);
+        linalg::LinalgOp padded;
+        SmallVector<Value> replacements;
+        SmallVector<tensor::PadOp> padOps;
+        rewriter.setInsertionPoint(block);
+        if (failed(linalg::rewriteAsPaddedOp(rewriter, block, padding, padded,
+                                             replacements, padOps))) {
+          block.emitError("mha-tile-and-vectorize: padding failed");
+          return signalPassFailure();
+        }
+        rewriter.replaceOp(block, replacements);
+        block = padded;
+      }
+      if (isa<linalg::MatmulOp>(block.getOperation())) {
+        FailureOr<scf::SCFTilingResult> slices =
+            tile(rewriter, block, {0, 0, gemmDepth}, false);
+        if (failed(slices) || slices->tiledOps.size() != 1) {
+          op.emitError("mha-tile-and-vectorize: depth tiling failed");
+          return signalPassFailure();
+        }
+        block = cast<linalg::LinalgOp>(slices->tiledOps.front());
+      }
+      staticOps.push_back(block);
+    }
+    // 2. Register blocks (the flash loop body and the blocks above).
+    for (linalg::LinalgOp op : staticOps)
+      if (failed(tileToRegisters(rewriter, op)))
+        return signalPassFailure();
+    {
+      // Fold the peeled bounds into static tile shapes.
+      RewritePatternSet patterns(ctx);
+      for (RegisteredOperationName name : ctx->getRegisteredOperations())
+        name.getCanonicalizationPatterns(patterns, ctx);
+      (void)applyPatternsAndFoldGreedily(module, std::move(patterns));
+    }
+    // 3. Vectorize every linalg op and pad (fills included): static shapes
+    //    as they are, dynamic ones (remainder tiles) with masks of the
+    //    register block's size.
+    SmallVector<Operation *> toVectorize;
+    module.walk([&](Operation *op) {
+      if (isa<linalg::LinalgOp>(op) || isa<tensor::PadOp>(op))
+        toVectorize.push_back(op);
+    });
+    for (Operation *op : toVectorize) {
+      rewriter.setInsertionPoint(op);
+      SmallVector<int64_t> vectorSizes;
+      if (auto pad = dyn_cast<tensor::PadOp>(op)) {
+        // A pad of a dynamically sized slice becomes a masked read: the
+        // vector shape is the padded (static) tile.
+        if (!pad.getResultType().hasStaticShape())
+          continue;
+        vectorSizes = llvm::to_vector(pad.getResultType().getShape());
+      } else if (cast<linalg::LinalgOp>(op).hasDynamicShape()) {
+        auto sizes = op->getAttrOfType<DenseI64ArrayAttr>(kVectorSizes);
+        if (!sizes) {
+          op->emitError("mha-tile-and-vectorize: dynamic shape without a "
+                        "register tiling");
+          return signalPassFailure();
+        }
+        vectorSizes = llvm::to_vector(sizes.asArrayRef());
+      }
+      if (failed(linalg::vectorize(rewriter, op, vectorSizes))) {
+        op->emitError("mha-tile-and-vectorize: vectorization failed");
+        return signalPassFailure();
+      }
+    }
+    // 4. Masked transfers become transfers with a mask operand (later
+    //    folds must not see vector.mask regions), then accumulators stay in
+    //    registers across the reduction loops: hoist loop-invariant
+    //    transfer pairs on loop-carried tensors.
+    {
+      RewritePatternSet patterns(ctx);
+      vector::populateVectorMaskLoweringPatternsForSideEffectingOps(patterns);
+      (void)applyPatternsAndFoldGreedily(module, std::move(patterns));
+    }
+    {
+      RewritePatternSet patterns(ctx);
+      vector::populateVectorReductionToContractPatterns(patterns);
+      vector::populateSinkVectorBroadcastPatterns(patterns);
+      vector::TransferReadOp::getCanonicalizationPatterns(patterns, ctx);
+      vector::TransferWriteOp::getCanonicalizationPatterns(patterns, ctx);
+      tensor::populateFoldTensorSubsetIntoVectorTransferPatterns(patterns);
+      (void)applyPatternsAndFoldGreedily(module, std::move(patterns));
+    }
+    module.walk([&](LoopLikeOpInterface loop) {
+      (void)hoistLoopInvariantSubsets(rewriter, loop);
+    });
+  }
+};
+
+// ---- parallelization
+// ---------------------------------------------------------
+
+// scf.forall over (batch, head, query tile) -> scf.parallel -> an OpenMP
+// parallel loop. OpenMP rather than mhagen's own pool because MLIR lowers
+// it upstream (omp dialect -> __kmpc_* calls, outlining done by LLVM's
+// OpenMPIRBuilder) and libomp is a Debian package. Each parallel region
+// asks the runtime for its thread count (mhagen_get_num_threads), so
+// mhagen_set_num_threads governs MLIR and Halide kernels alike.
+struct MhaParallelizePass
+    : public mhagen::mha::impl::MhaParallelizeBase<MhaParallelizePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    OpPassManager pm(ModuleOp::getOperationName());
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    pm.addPass(createConvertSCFToOpenMPPass());
+    if (failed(runPipeline(pm, module)))
+      return signalPassFailure();
+    SmallVector<omp::ParallelOp> regions;
+    module.walk([&](omp::ParallelOp p) { regions.push_back(p); });
+    if (regions.empty())
+      return;
+    OpBuilder b(module.getBodyRegion());
+    auto i32 = b.getI32Type();
+    const char *name = "mhagen_get_num_threads";
+    auto decl = module.lookupSymbol<func::FuncOp>(name);
+    if (!decl) {
+      b.setInsertionPointToStart(module.getBody());
+      decl = b.create<func::FuncOp>(module.getLoc(), name,
+                                    b.getFunctionType({}, {i32}));
+      decl.setPrivate();
+    }
+    for (omp::ParallelOp p : regions) {
+      b.setInsertionPoint(p);
+      Value n = b.create<func::CallOp>(p.getLoc(), decl).getResult(0);
+      p.getNumThreadsVarMutable().assign(n);
+    }
+  }
+};
+
+// ---- vector lowering
+// ---------------------------------------------------------
+
+struct MhaLowerVectorsPass
+    : public mhagen::mha::impl::MhaLowerVectorsBase<MhaLowerVectorsPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    // Strided copies (a partial output tile into the caller's tensor)
+    // become plain loops; memref.copy would otherwise call memrefCopy from
+    // MLIR's C runner library, which kernels must not depend on.
+    {
+      IRRewriter rewriter(ctx);
+      SmallVector<memref::CopyOp> copies;
+      getOperation().walk([&](memref::CopyOp c) { copies.push_back(c); });
+      for (memref::CopyOp c : copies) {
+        rewriter.setInsertionPoint(c);
+        auto copy = rewriter.create<linalg::CopyOp>(c.getLoc(), c.getSource(),
+                                                    c.getTarget());
+        rewriter.eraseOp(c);
+        rewriter.setInsertionPoint(copy);
+        if (failed(linalg::linalgOpToLoops(rewriter, copy)))
+          return signalPassFailure();
+        rewriter.eraseOp(copy);
+      }
+    }
+    RewritePatternSet patterns(ctx);
+    // Masked transfers (from padded partial tiles) become transfers with a
+    // mask operand before anything unrolls them.
+    vector::populateVectorMaskLoweringPatternsForSideEffectingOps(patterns);
+    vector::VectorTransformsOptions opts;
+    opts.setVectorTransformsOptions(
+        vector::VectorContractLowering::OuterProduct);
+    opts.setVectorTransposeLowering(vector::VectorTransposeLowering::Shuffle1D);
+    vector::populateVectorContractLoweringPatterns(patterns, opts);
+    vector::populateVectorTransposeLoweringPatterns(patterns, opts);
+    vector::populateVectorMultiReductionLoweringPatterns(
+        patterns, vector::VectorMultiReductionLowering::InnerParallel);
+    vector::populateVectorTransferPermutationMapLoweringPatterns(patterns);
+    vector::populateVectorBroadcastLoweringPatterns(patterns);
+    vector::populateVectorShapeCastLoweringPatterns(patterns);
+    vector::populateVectorMaskOpLoweringPatterns(patterns);
+    (void)applyPatternsAndFoldGreedily(getOperation(), std::move(patterns));
+  }
+};
+
+// ---- polynomial exp
+// ------------------------------------------------------------
+
+struct MhaPolynomialExpPass
+    : public mhagen::mha::impl::MhaPolynomialExpBase<MhaPolynomialExpPass> {
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    MathPolynomialApproximationOptions opts;
+    opts.enableAvx2 = false;
+    populateMathPolynomialApproximationPatterns(patterns, opts);
+    if (failed(
+            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+namespace mhagen::mha {
+
+std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
+  std::vector<PipelineStage> stages;
+  // 1. mha -> linalg on tensors (flash form).
+  stages.push_back({"linalg", [o](OpPassManager &pm) {
+                      MhaLowerToLinalgOptions lower;
+                      lower.queryTile = o.queryTile;
+                      lower.keyTile = o.keyTile;
+                      pm.addPass(createMhaLowerToLinalg(lower));
+                      pm.addPass(createCanonicalizerPass());
+                      pm.addPass(createCSEPass());
+                    }});
+  // 2. Register tiles and vectors (still on tensors).
+  stages.push_back({"vector", [o](OpPassManager &pm) {
+                      MhaTileAndVectorizeOptions tv;
+                      tv.vectorWidth = o.vectorWidth;
+                      tv.rows = o.rows;
+                      tv.cols = o.cols;
+                      tv.gemmRows = o.gemmRows;
+                      tv.gemmCols = o.gemmCols;
+                      tv.gemmDepth = o.gemmDepth;
+                      pm.addPass(createMhaTileAndVectorize(tv));
+                      pm.addPass(createCanonicalizerPass());
+                      pm.addPass(createCSEPass());
+                    }});
+  // 3. Buffers: one-shot bufferization (the function takes memrefs, so no
+  //    function-boundary rewriting), small constant-size buffers on the
+  //    stack, the rest freed by ownership-based deallocation.
+  stages.push_back(
+      {"buffers", [](OpPassManager &pm) {
+         bufferization::OneShotBufferizationOptions bo;
+         // Functions on tensors (hand-written tests) get
+         // identity-layout memref arguments.
+         bo.bufferizeFunctionBoundaries = true;
+         bo.setFunctionBoundaryTypeConversion(
+             bufferization::LayoutMapOption::IdentityLayoutMap);
+         pm.addPass(bufferization::createOneShotBufferizePass(bo));
+         pm.addPass(createCanonicalizerPass());
+         pm.addNestedPass<func::FuncOp>(
+             bufferization::createPromoteBuffersToStackPass(1 << 16, 4));
+         bufferization::BufferDeallocationPipelineOptions dopts;
+         bufferization::buildBufferDeallocationPipeline(pm, dopts);
+         pm.addPass(createCanonicalizerPass());
+       }});
+  // 4. Threads.
+  stages.push_back({"omp", [o](OpPassManager &pm) {
+                      if (o.parallel)
+                        pm.addPass(createMhaParallelize());
+                    }});
+  // 5. Vectors to FMAs, polynomial exp, everything to the LLVM dialect.
+  stages.push_back({"llvm", [](OpPassManager &pm) {
+                      pm.addPass(createMhaLowerVectors());
+                      pm.addPass(createConvertVectorToSCFPass(
+                          VectorTransferToSCFOptions().enableFullUnroll(true)));
+                      pm.addPass(createLowerAffinePass());
+                      pm.addPass(memref::createExpandStridedMetadataPass());
+                      pm.addPass(createLowerAffinePass());
+                      pm.addPass(createMhaPolynomialExp());
+                      arith::ArithExpandOpsPassOptions expand;
+                      expand.includeBf16 = true; // bf16 <-> f32 by integer ops
+                      pm.addPass(arith::createArithExpandOpsPass(expand));
+                      ConvertVectorToLLVMPassOptions vo;
+                      vo.reassociateFPReductions = true;
+                      pm.addPass(createConvertVectorToLLVMPass(vo));
+                      // memref before scf->cf: the OpenMP region's
+                      // memref.alloca_scope (stack buffers freed per parallel
+                      // iteration) must still hold a single block when it is
+                      // lowered to stacksave/stackrestore.
+                      pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+                      pm.addPass(createConvertSCFToCFPass());
+                      pm.addPass(createConvertMathToLLVMPass());
+                      pm.addPass(createArithToLLVMConversionPass());
+                      pm.addPass(createConvertIndexToLLVMPass());
+                      pm.addPass(createConvertOpenMPToLLVMPass());
+                      pm.addPass(createConvertControlFlowToLLVMPass());
+                      pm.addPass(createConvertFuncToLLVMPass());
+                      pm.addPass(createReconcileUnrealizedCastsPass());
+                      pm.addPass(createCanonicalizerPass());
+                    }});
+  return stages;
+}
+
+void buildMhaToLLVMPipeline(OpPassManager &pm, const PipelineOptions &o) {
+  for (const PipelineStage &stage : mhaPipelineStages(o))
+    stage.build(pm);
+}
+
+void registerMhaPassesAndPipeline() {
+  registerMhaPasses();
+  PassPipelineRegistration<>(
+      "mha-to-llvm", "mha dialect to the LLVM dialect with default options",
+      [](OpPassManager &pm) { buildMhaToLLVMPipeline(pm, PipelineOptions{}); });
+}
+
+} // namespace mhagen::mha
