@@ -11,6 +11,7 @@
 //       S  = Q K^T, hidden keys -> lowest   (masks as index arithmetic)
 //       m' = max(m, rowmax S);  P = exp(S - m') (0 where hidden)
 //       a  = exp(m - m');  l = l a + rowsum P;  acc = acc a + P V;  m = m'
+//       (acc is rescaled in place and P V accumulated into it)
 //     out tile = l > 0 ? acc / l : 0
 //
 // All values stay finite ("lowest" is -1e30), so fast-math lowering is safe.
@@ -328,22 +329,22 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
                       g.create<linalg::YieldOp>(gl, r);
                     })
                   .getResult(0);
-          // acc' = acc a + P V
-          Value pv = rw.create<linalg::MatmulOp>(
-                           l, TypeRange{acc.getType()}, ValueRange{p, vTile},
-                           ValueRange{filled({QT, dv}, 0.0f)})
-                         .getResult(0);
-          Value accNew =
+          // acc' = acc a + P V: rescale in place, then accumulate the
+          // matmul into it (no separate P V buffer).
+          Value accScaled =
               rw.create<linalg::GenericOp>(
-                    l, acc.getType(), ValueRange{alpha, pv}, ValueRange{acc},
-                    ArrayRef<AffineMap>{row2, id2, id2}, iters(2),
+                    l, acc.getType(), ValueRange{alpha}, ValueRange{acc},
+                    ArrayRef<AffineMap>{row2, id2}, iters(2),
                     [&](OpBuilder &g, Location gl, ValueRange args) {
-                      Value r = g.create<arith::AddFOp>(
-                          gl, g.create<arith::MulFOp>(gl, args[2], args[0]),
-                          args[1]);
-                      g.create<linalg::YieldOp>(gl, r);
+                      g.create<linalg::YieldOp>(
+                          gl, g.create<arith::MulFOp>(gl, args[1], args[0])
+                                  .getResult());
                     })
                   .getResult(0);
+          Value accNew = rw.create<linalg::MatmulOp>(
+                               l, TypeRange{acc.getType()},
+                               ValueRange{p, vTile}, ValueRange{accScaled})
+                             .getResult(0);
           rw.create<scf::YieldOp>(l, ValueRange{accNew, mNew, lNew});
         });
 

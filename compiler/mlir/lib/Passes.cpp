@@ -48,9 +48,34 @@ constexpr llvm::StringLiteral kVectorSizes = "mha.vector_sizes";
 // one row at a time (every dimension but the last by 1), vectorized along
 // its last dimension.
 SmallVector<int64_t> registerTileSizes(linalg::LinalgOp op, int64_t rows,
-                                       int64_t blockCols) {
-  if (isa<linalg::MatmulOp>(op.getOperation()))
-    return {rows, blockCols, 1};
+                                       int64_t blockCols, int64_t vectorWidth) {
+  if (isa<linalg::MatmulOp>(op.getOperation())) {
+    // Blocks that divide the (static) tile exactly, so that no register
+    // tile needs masks: the largest divisor of M up to `rows`, and of N up
+    // to `blockCols`, preferring whole vectors.
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    auto divisor = [](int64_t n, int64_t limit, int64_t multiple) {
+      if (ShapedType::isDynamic(n))
+        return limit;
+      for (int64_t d = std::min(n, limit); d >= 1; --d)
+        if (n % d == 0 && d % multiple == 0)
+          return d;
+      return int64_t(0);
+    };
+    int64_t m = divisor(ranges[0], rows, 1);
+    int64_t n = divisor(ranges[1], blockCols, vectorWidth);
+    if (n == 0)
+      n = divisor(ranges[1], blockCols, 8);
+    if (n == 0)
+      n = divisor(ranges[1], blockCols, 1);
+    return {m, n, 1};
+  }
+  // A transposing copy (K^T): square vector blocks, which lower to register
+  // transposes (16x16 shuffles) instead of column gathers.
+  if (op.getNumLoops() == 2 && op.getNumDpsInputs() == 1 &&
+      !op.getMatchingIndexingMap(op.getDpsInputOperand(0)).isIdentity() &&
+      op.getMatchingIndexingMap(op.getDpsInputOperand(0)).isPermutation())
+    return {vectorWidth, vectorWidth};
   SmallVector<int64_t> sizes(op.getNumLoops(), 0);
   for (unsigned i = 0; i + 1 < op.getNumLoops(); ++i)
     sizes[i] = 1;
@@ -101,7 +126,8 @@ struct MhaTileAndVectorizePass
   // the remainder is masked. Marks the tiled ops with their vector sizes.
   LogicalResult tileToRegisters(IRRewriter &rewriter, linalg::LinalgOp op) {
     const int64_t blockCols = cols * vectorWidth;
-    SmallVector<int64_t> sizes = registerTileSizes(op, rows, blockCols);
+    SmallVector<int64_t> sizes =
+        registerTileSizes(op, rows, blockCols, vectorWidth);
     SmallVector<int64_t> vectorSizes;
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
     for (unsigned i = 0; i < sizes.size(); ++i)
@@ -241,7 +267,11 @@ struct MhaTileAndVectorizePass
       (void)applyPatternsAndFoldGreedily(module, std::move(patterns));
     }
     {
+      // Broadcasting/transposing reads become plain reads plus
+      // vector.broadcast/transpose, which the contraction then absorbs
+      // into its indexing maps (so it lowers to outer-product FMAs).
       RewritePatternSet patterns(ctx);
+      vector::populateVectorTransferPermutationMapLoweringPatterns(patterns);
       vector::populateVectorReductionToContractPatterns(patterns);
       vector::populateSinkVectorBroadcastPatterns(patterns);
       vector::TransferReadOp::getCanonicalizationPatterns(patterns, ctx);
@@ -327,11 +357,12 @@ struct MhaLowerVectorsPass
     vector::VectorTransformsOptions opts;
     opts.setVectorTransformsOptions(
         vector::VectorContractLowering::OuterProduct);
-    opts.setVectorTransposeLowering(vector::VectorTransposeLowering::Shuffle1D);
+    opts.setVectorTransposeLowering(
+        vector::VectorTransposeLowering::Shuffle16x16);
     vector::populateVectorContractLoweringPatterns(patterns, opts);
     vector::populateVectorTransposeLoweringPatterns(patterns, opts);
     vector::populateVectorMultiReductionLoweringPatterns(
-        patterns, vector::VectorMultiReductionLowering::InnerParallel);
+        patterns, vector::VectorMultiReductionLowering::InnerReduction);
     vector::populateVectorTransferPermutationMapLoweringPatterns(patterns);
     vector::populateVectorBroadcastLoweringPatterns(patterns);
     vector::populateVectorShapeCastLoweringPatterns(patterns);

@@ -337,7 +337,7 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
       {"cols", {1, 2, 3, 4}, "vectors per register block row"},
   };
   // Defaults measured on this machine (bench/RESULTS.md).
-  space.defaults = {{"query_tile", 32},
+  space.defaults = {{"query_tile", 64},
                     {"key_tile", 32},
                     {"vector_width", t.vectorWidth},
                     {"rows", 4},
