@@ -511,6 +511,17 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
                            const BackendOptions &opt,
                            const HalideTargetInfo &ti,
                            const ScheduleParams &params) {
+  for (const std::string &e : opt.emit) {
+    const bool ok = e == "stmt" || e == "html" || e == "llvm" || e == "asm" ||
+                    (e == "ptx" && s.target.kind == TargetKind::Cuda);
+    if (!ok)
+      throw BackendError(
+          "emit", e + " is not produced by the halide backend for this "
+                      "target; it emits stmt, html, llvm, asm" +
+                      (e.rfind("mlir", 0) == 0
+                           ? std::string(" (mlir IRs come from --backend mlir)")
+                           : std::string(" and, for cuda targets, ptx")));
+  }
   BackendResult r;
   r.schedule = params;
   r.cpuFeatures = ti.cpuFeatures;

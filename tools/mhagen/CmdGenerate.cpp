@@ -22,11 +22,11 @@ std::set<std::string> parseEmitList(const std::string &list) {
     if (item.empty())
       continue;
     bool stage = item.rfind("mlir.", 0) == 0;
-    if (!known.count(item) && !stage && item != "mlir-stages")
+    if (!known.count(item) && !stage)
       throw CLI::ValidationError(
           "--emit", "unknown IR '" + item +
                         "'; choose from stmt, html, llvm, asm, mlir, "
-                        "mlir-stages, ptx");
+                        "mlir.<stage>, ptx");
     out.insert(item);
   }
   return out;
@@ -76,7 +76,7 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("-o,--out-dir", o->outDir, "output directory")
       ->capture_default_str();
   cmd->add_option("--emit", o->emit,
-                  "also write IRs: stmt,html,llvm,asm,mlir,mlir-stages,ptx");
+                  "also write IRs: stmt,html,llvm,asm (halide); mlir,mlir.<stage>,llvm,asm (mlir); ptx (cuda)");
   cmd->add_flag("--shared", o->shared,
                 "also link a loadable shared library of all kernels");
   cmd->add_option("--lib-name", o->libName,

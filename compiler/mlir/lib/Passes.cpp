@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Bufferization/Transforms/OneShotAnalysis.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Linalg/Transforms/Hoisting.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/Transforms/Approximation.h"
@@ -42,6 +43,10 @@ namespace {
 // ---- tiling and vectorization ----------------------------------------------
 
 constexpr llvm::StringLiteral kVectorSizes = "mha.vector_sizes";
+// Marks the zero-padded copies of GEMM slices: they stay copy loops (LLVM
+// vectorizes those) instead of becoming one vector per slice, whose full
+// unrolling made instruction selection take seconds per kernel.
+constexpr llvm::StringLiteral kCopyLoop = "mha.copy_loop";
 
 // Register-block tile sizes of one linalg op: matmuls get rows x
 // (cols x vector width) blocks, k by 1 (outer-product FMAs); everything else
@@ -121,6 +126,32 @@ struct MhaTileAndVectorizePass
           MhaTileAndVectorizePass> {
   using MhaTileAndVectorizeBase::MhaTileAndVectorizeBase;
 
+  // Replaces `block` by a copy on zero-padded operands of static size in
+  // the dimensions `dims`. The pads stay copy loops (kCopyLoop).
+  LogicalResult padToStatic(IRRewriter &rewriter, linalg::LinalgOp &block,
+                            ArrayRef<int64_t> dims) {
+    linalg::LinalgPaddingOptions padding;
+    padding.setPaddingDimensions(dims);
+    SmallVector<Attribute> zeros;
+    for (OpOperand &operand : block->getOpOperands())
+      zeros.push_back(rewriter.getZeroAttr(
+          getElementTypeOrSelf(operand.get().getType())));
+    padding.setPaddingValues(zeros);
+    padding.setCopyBackOp(linalg::LinalgPaddingOptions::CopyBackOp::None);
+    linalg::LinalgOp padded;
+    SmallVector<Value> replacements;
+    SmallVector<tensor::PadOp> padOps;
+    rewriter.setInsertionPoint(block);
+    if (failed(linalg::rewriteAsPaddedOp(rewriter, block, padding, padded,
+                                         replacements, padOps)))
+      return block.emitError("mha-tile-and-vectorize: padding failed");
+    rewriter.replaceOp(block, replacements);
+    for (tensor::PadOp pad : padOps)
+      pad->setAttr(kCopyLoop, rewriter.getUnitAttr());
+    block = padded;
+    return success();
+  }
+
   // Tiles `op` to register blocks; matmul loops whose trip does not divide
   // are peeled so that the main part has static (unmasked) tiles and only
   // the remainder is masked. Marks the tiled ops with their vector sizes.
@@ -180,31 +211,14 @@ struct MhaTileAndVectorizePass
         return signalPassFailure();
       }
       auto block = cast<linalg::LinalgOp>(blocks->tiledOps.front());
-      if (isa<linalg::MatmulOp>(block.getOperation()) &&
-          block.hasDynamicShape()) {
-        // The last block of rows (and columns) is partial: pad every block
-        // to the full static size so that register tiles never need masks.
-        linalg::LinalgPaddingOptions padding;
-        padding.setPaddingDimensions({0, 1});
-        SmallVector<Attribute> zeros;
-        for (OpOperand &operand : block->getOpOperands())
-          zeros.push_back(rewriter.getZeroAttr(
-              getElementTypeOrSelf(operand.get().getType())));
-        padding.setPaddingValues(zeros);
-        padding.setCopyBackOp(linalg::LinalgPaddingOptions::CopyBackOp::None);
-        linalg::LinalgOp padded;
-        SmallVector<Value> replacements;
-        SmallVector<tensor::PadOp> padOps;
-        rewriter.setInsertionPoint(block);
-        if (failed(linalg::rewriteAsPaddedOp(rewriter, block, padding, padded,
-                                             replacements, padOps))) {
-          block.emitError("mha-tile-and-vectorize: padding failed");
-          return signalPassFailure();
-        }
-        rewriter.replaceOp(block, replacements);
-        block = padded;
-      }
       if (isa<linalg::MatmulOp>(block.getOperation())) {
+        // The last block of rows (and columns) is partial: pad every block
+        // to the full static size so that register tiles never need masks
+        // (zeros add nothing to the products). Then depth slices, the last
+        // one padded too when gemm-depth does not divide the depth.
+        if (block.hasDynamicShape() &&
+            failed(padToStatic(rewriter, block, {0, 1})))
+          return signalPassFailure();
         FailureOr<scf::SCFTilingResult> slices =
             tile(rewriter, block, {0, 0, gemmDepth}, false);
         if (failed(slices) || slices->tiledOps.size() != 1) {
@@ -212,6 +226,9 @@ struct MhaTileAndVectorizePass
           return signalPassFailure();
         }
         block = cast<linalg::LinalgOp>(slices->tiledOps.front());
+        if (block.hasDynamicShape() &&
+            failed(padToStatic(rewriter, block, {2})))
+          return signalPassFailure();
       }
       staticOps.push_back(block);
     }
@@ -240,7 +257,13 @@ struct MhaTileAndVectorizePass
       if (auto pad = dyn_cast<tensor::PadOp>(op)) {
         // A pad of a dynamically sized slice becomes a masked read: the
         // vector shape is the padded (static) tile.
-        if (!pad.getResultType().hasStaticShape())
+        if (!pad.getResultType().hasStaticShape() || pad->hasAttr(kCopyLoop))
+          continue;
+        // AVX2 has no masked 16-bit loads: LLVM would scalarize every row
+        // of a masked bf16/f16 read into a branch per element (minutes of
+        // instruction selection, slow code). Copy those tiles by loops.
+        if (!masked16 &&
+            pad.getResultType().getElementType().getIntOrFloatBitWidth() == 16)
           continue;
         vectorSizes = llvm::to_vector(pad.getResultType().getShape());
       } else if (cast<linalg::LinalgOp>(op).hasDynamicShape()) {
@@ -411,6 +434,7 @@ std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
                       tv.gemmRows = o.gemmRows;
                       tv.gemmCols = o.gemmCols;
                       tv.gemmDepth = o.gemmDepth;
+                      tv.masked16 = o.masked16;
                       pm.addPass(createMhaTileAndVectorize(tv));
                       pm.addPass(createCanonicalizerPass());
                       pm.addPass(createCSEPass());
@@ -442,6 +466,8 @@ std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
   // 5. Vectors to FMAs, polynomial exp, everything to the LLVM dialect.
   stages.push_back({"llvm", [](OpPassManager &pm) {
                       pm.addPass(createMhaLowerVectors());
+                      // What is left of linalg (the padded GEMM copies).
+                      pm.addPass(createConvertLinalgToLoopsPass());
                       pm.addPass(createConvertVectorToSCFPass(
                           VectorTransferToSCFOptions().enableFullUnroll(true)));
                       pm.addPass(createLowerAffinePass());

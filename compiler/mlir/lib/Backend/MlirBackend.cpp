@@ -355,7 +355,17 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
   }
   const int64_t registers = t.registers;
   const int64_t maxWidth = t.vectorWidth;
-  space.violation = [registers, maxWidth](const ScheduleParams &p) {
+  const std::vector<ParamDecl> decls = space.params;
+  space.violation = [registers, maxWidth, decls](const ScheduleParams &p) {
+    for (const ParamDecl &decl : decls) {
+      auto it = p.find(decl.name);
+      if (it == p.end())
+        return "missing " + decl.name;
+      if (std::find(decl.values.begin(), decl.values.end(), it->second) ==
+          decl.values.end())
+        return decl.name + " = " + std::to_string(it->second) +
+               " is not an allowed value";
+    }
     auto get = [&](const char *k) {
       auto it = p.find(k);
       return it == p.end() ? int64_t(0) : it->second;
@@ -391,6 +401,19 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   r.device = "cpu";
   const std::string fn = opt.symbol + "_mlir_kernel";
   const bool dumpStages = opt.emit.count("mlir") > 0;
+  for (const std::string &e : opt.emit) {
+    bool ok = e == "mlir" || e == "llvm" || e == "asm";
+    std::string stages;
+    for (const mha::PipelineStage &stage : mha::mhaPipelineStages({})) {
+      ok |= e == "mlir." + stage.name;
+      stages += (stages.empty() ? "" : ", ") + stage.name;
+    }
+    if (!ok)
+      throw BackendError("emit", e + " is not produced by the mlir backend; "
+                                     "it emits mlir (every stage), "
+                                     "mlir.<stage> (" +
+                                     stages + "), llvm and asm");
+  }
 
   mlir::DialectRegistry registry;
   registerEverything(registry);
@@ -418,8 +441,9 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   };
   dump("input", input);
 
-  for (const mha::PipelineStage &stage :
-       mha::mhaPipelineStages(pipelineOptions(r.schedule))) {
+  mha::PipelineOptions pipeline = pipelineOptions(r.schedule);
+  pipeline.masked16 = t.vectorWidth == 16; // AVX-512BW
+  for (const mha::PipelineStage &stage : mha::mhaPipelineStages(pipeline)) {
     mlir::PassManager pm(&ctx);
     stage.build(pm);
     if (mlir::failed(pm.run(*module))) {

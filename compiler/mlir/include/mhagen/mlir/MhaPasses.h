@@ -32,6 +32,8 @@ struct PipelineOptions {
   int64_t queryTile = 32, keyTile = 32;
   int64_t vectorWidth = 16, rows = 4, cols = 2;
   int64_t gemmRows = 64, gemmCols = 256, gemmDepth = 256;
+  /// The target loads and stores 16-bit elements under a mask (AVX-512BW).
+  bool masked16 = true;
   bool parallel = true;
 };
 

@@ -50,6 +50,9 @@ def MhaTileAndVectorize : Pass<"mha-tile-and-vectorize", "mlir::ModuleOp"> {
            "columns per parallel block of a dynamic-shape matmul">,
     Option<"gemmDepth", "gemm-depth", "int64_t", "256",
            "reduction slice of a dynamic-shape matmul">,
+    Option<"masked16", "masked-16bit", "bool", "true",
+           "the target has masked 16-bit loads/stores (AVX-512BW); "
+           "without them padded bf16/f16 tiles are copied by loops">,
   ];
   let dependentDialects = ["mlir::vector::VectorDialect",
                            "mlir::scf::SCFDialect",
