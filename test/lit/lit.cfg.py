@@ -14,6 +14,8 @@ config.test_exec_root = config.mhagen_test_obj
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.mhagen_tools_dir, append_path=True)
+if config.mha_opt_dir:
+    llvm_config.with_environment("PATH", config.mha_opt_dir, append_path=True)
 config.substitutions.append(("%inputs", os.path.join(config.mhagen_test_src, "Inputs")))
 config.substitutions.append(("%mhagen", os.path.join(config.mhagen_tools_dir, "mhagen")))
 if config.ptxas:
