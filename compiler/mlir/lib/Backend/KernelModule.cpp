@@ -128,6 +128,9 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
     return "tensor<" + T + "x" + std::to_string(n) + "x" + t + ">";
   };
   const std::string tDyn = s.T ? "" : "%T"; // tensor.empty operands
+  // The token count as a slice size or output_shape entry: a literal when
+  // the spec fixes it (static types), the %T value otherwise.
+  const std::string tSize = s.T ? std::to_string(*s.T) : "%T";
   std::ostringstream os;
   os << "#id2 = affine_map<(i, j) -> (i, j)>\n"
         "#col2 = affine_map<(i, j) -> (j)>\n";
@@ -170,7 +173,8 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
      << "\n";
   os << "  %r = scf.for %b = %c0 to %B step %c1 iter_args(%acc = %init) -> ("
      << ot << ") {\n";
-  os << "    %xb = tensor.extract_slice %xt[%b, 0, 0] [1, %T, " << D
+  os << "    %xb = tensor.extract_slice %xt[%b, 0, 0] [1, " << tSize << ", "
+     << D
      << "] [1, 1, 1] : " << xt << " to " << rows(s.d, et) << "\n";
   // y = a W (+ bias) in f32 rows [T, n].
   auto gemm = [&](const std::string &name, const std::string &a,
@@ -207,7 +211,8 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
     const std::string ht = "tensor<1x" + T + "x" + std::to_string(count) + "x" +
                            std::to_string(width) + "xf32>";
     os << "    %" << name << " = tensor.expand_shape " << y
-       << " [[0, 1], [2, 3]] output_shape [1, %T, " << count << ", " << width
+       << " [[0, 1], [2, 3]] output_shape [1, " << tSize << ", " << count
+       << ", " << width
        << "] : " << rows(count * width, "f32") << " into " << ht << "\n";
     return ht;
   };
@@ -250,7 +255,8 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
   else
     os << "      linalg.yield %yv : f32\n";
   os << "    } -> " << ob << "\n";
-  os << "    %next = tensor.insert_slice %yout into %acc[%b, 0, 0] [1, %T, "
+  os << "    %next = tensor.insert_slice %yout into %acc[%b, 0, 0] [1, "
+     << tSize << ", "
      << D << "] [1, 1, 1] : " << ob << " into " << ot << "\n";
   os << "    scf.yield %next : " << ot << "\n  }\n";
   os << "  bufferization.materialize_in_destination %r in restrict writable "

@@ -442,7 +442,11 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   dump("input", input);
 
   mha::PipelineOptions pipeline = pipelineOptions(r.schedule);
-  pipeline.masked16 = t.vectorWidth == 16; // AVX-512BW
+  // Masked 16-bit loads exist with AVX-512BW; for bf16 elements LLVM also
+  // needs the BF16 extension, or it scalarizes them (minutes per kernel).
+  pipeline.masked16 = t.vectorWidth == 16 &&
+                      (s.dtype != DType::BF16 ||
+                       s.target.kind == TargetKind::Avx512Bf16);
   for (const mha::PipelineStage &stage : mha::mhaPipelineStages(pipeline)) {
     mlir::PassManager pm(&ctx);
     stage.build(pm);
