@@ -110,11 +110,13 @@ const Shape kDecode{"Decode", 1, 1, 4096, 32, 8, 128, true};
 
 std::string gKernelDir;
 
-const mhagen_kernel *kernelFor(const Shape &s, bool bf16) {
+const mhagen_kernel *kernelFor(const Shape &s, bool bf16, bool mlir) {
   std::string name = s.h == 12 ? "bench_mha" : "bench_gqa";
   if (!s.causal && s.h != 12)
     name += "_none";
   name += bf16 ? "_bf16" : "_f32";
+  if (mlir)
+    name += "_mlir";
   const mhagen_kernel *k = nullptr;
   if (mhagen_find(name.c_str(), &k) != MHAGEN_OK)
     return nullptr;
@@ -158,11 +160,13 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
   state.counters["ms"] = 1e3 * total / iters;
 }
 
-enum class Impl { Mhagen, Naive, Blas, Dnnl };
+enum class Impl { Mhagen, MhagenMlir, Naive, Blas, Dnnl };
 const char *implName(Impl i) {
   switch (i) {
   case Impl::Mhagen:
     return "mhagen";
+  case Impl::MhagenMlir:
+    return "mhagen_mlir";
   case Impl::Naive:
     return "naive";
   case Impl::Blas:
@@ -175,7 +179,9 @@ const char *implName(Impl i) {
 
 void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
                     int threads) {
-  const mhagen_kernel *k = kernelFor(sh, bf16);
+  // The MLIR kernel is checked and timed like the Halide one; the
+  // baselines are compared with the Halide kernel's output.
+  const mhagen_kernel *k = kernelFor(sh, bf16, impl == Impl::MhagenMlir);
   if (!k) {
     state.SkipWithError(mhagen_last_error());
     return;
@@ -211,6 +217,7 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
   };
   switch (impl) {
   case Impl::Mhagen:
+  case Impl::MhagenMlir:
     timeLoop(state, spec, size, threads, [&] { mhagen_call(k, &a); });
     break;
   case Impl::Naive: {
@@ -268,9 +275,11 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
 
 // op = layer: the fused mhagen layer, and oneDNN's four projection GEMMs
 // (to be added to the best attention core's time, see bench/RESULTS.md).
-void layerBench(benchmark::State &state, bool projectionsOnly, int threads) {
+void layerBench(benchmark::State &state, bool projectionsOnly, bool mlir,
+                int threads) {
   const mhagen_kernel *k = nullptr;
-  if (mhagen_find("bench_layer_f32", &k) != MHAGEN_OK) {
+  if (mhagen_find(mlir ? "bench_layer_f32_mlir" : "bench_layer_f32", &k) !=
+      MHAGEN_OK) {
     state.SkipWithError(mhagen_last_error());
     return;
   }
@@ -356,9 +365,14 @@ int main(int argc, char **argv) {
   for (const Shape &sh : {kS1, kS2, kS3, kS2none, kDecode})
     for (bool bf16 : {false, true})
       for (int t : {1, 2})
-        for (Impl impl : {Impl::Mhagen, Impl::Naive, Impl::Blas, Impl::Dnnl}) {
+        for (Impl impl : {Impl::Mhagen, Impl::MhagenMlir, Impl::Naive,
+                          Impl::Blas, Impl::Dnnl}) {
           if (sh.name == std::string("S2none") && impl != Impl::Mhagen)
             continue; // only to show what causal saves
+          if (impl == Impl::MhagenMlir &&
+              (sh.name == std::string("Decode") ||
+               sh.name == std::string("S2none")))
+            continue; // the MLIR comparison is on S1-S3
           if (impl == Impl::Naive && (t != 1 || bf16))
             continue; // the reference is single-threaded f32 math
           if (bf16 && impl == Impl::Dnnl && !bf16Cpu)
@@ -378,13 +392,19 @@ int main(int argc, char **argv) {
   for (int t : {1, 2}) {
     benchmark::RegisterBenchmark(
         ("Layer_f32/mhagen_fused/threads:" + std::to_string(t)).c_str(),
-        layerBench, false, t)
+        layerBench, false, false, t)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
+    benchmark::RegisterBenchmark(
+        ("Layer_f32/mhagen_mlir/threads:" + std::to_string(t)).c_str(),
+        layerBench, false, true, t)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->MinTime(0.5);
     benchmark::RegisterBenchmark(
         ("Layer_f32/onednn_projections/threads:" + std::to_string(t)).c_str(),
-        layerBench, true, t)
+        layerBench, true, false, t)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->MinTime(0.5);
