@@ -32,7 +32,8 @@ using namespace mhagen::bench;
 
 namespace {
 
-// ---- machine peak ------------------------------------------------------------
+// ---- machine peak
+// ------------------------------------------------------------
 
 __attribute__((target("avx512f"))) double fmaLoop512(long iters) {
   __m512 a[16];
@@ -84,9 +85,9 @@ double measureFmaPeak(int threads) {
       });
     for (auto &th : ts)
       th.join();
-    double sec = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count();
+    double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     best = std::max(best, flops.load() / sec / 1e9);
   }
   return best;
@@ -144,9 +145,9 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     fn();
-    double dt = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
+    double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     state.SetIterationTime(dt);
     total += dt;
   }
@@ -207,12 +208,12 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
   std::vector<float> out(mh.size());
   AttnShape as{sh.B, sh.Tq, sh.Tkv, sh.h, sh.kv, sh.dk, sh.causal, bf16};
   auto agree = [&]() -> bool {
-    Comparison c = compareToReference(out, mhd, toleranceFor(spec.dtype,
-                                                             spec.op));
+    Comparison c =
+        compareToReference(out, mhd, toleranceFor(spec.dtype, spec.op));
     if (!c.ok())
-      state.SkipWithError(("disagrees with mhagen: max |err| " +
-                           std::to_string(c.maxAbsErr))
-                              .c_str());
+      state.SkipWithError(
+          ("disagrees with mhagen: max |err| " + std::to_string(c.maxAbsErr))
+              .c_str());
     return c.ok();
   };
   switch (impl) {
@@ -251,8 +252,7 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
   case Impl::Blas: {
     BlasAttention blas(as);
     auto call = [&] {
-      blas.run(static_cast<const float *>(a.q),
-               static_cast<const float *>(a.k),
+      blas.run(static_cast<const float *>(a.q), static_cast<const float *>(a.k),
                static_cast<const float *>(a.v), out.data());
     };
     call();
@@ -296,8 +296,7 @@ void layerBench(benchmark::State &state, bool projectionsOnly, bool mlir,
     timeLoop(state, spec, size, threads, [&] { mhagen_call(k, &a); });
     return;
   }
-  const int64_t T = 512, d = spec.d, h = spec.h, kv = spec.n_kv,
-                dk = spec.d_k;
+  const int64_t T = 512, d = spec.d, h = spec.h, kv = spec.n_kv, dk = spec.d_k;
   DnnlProjections proj(T, d, h, kv, dk);
   std::vector<float> q(T * h * dk), kk(T * kv * dk), v(T * kv * dk),
       o(T * h * dk, 0.01f), y(T * d);
@@ -314,9 +313,9 @@ void layerBench(benchmark::State &state, bool projectionsOnly, bool mlir,
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     run();
-    double dt = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
+    double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     state.SetIterationTime(dt);
     total += dt;
   }
@@ -369,9 +368,8 @@ int main(int argc, char **argv) {
                           Impl::Blas, Impl::Dnnl}) {
           if (sh.name == std::string("S2none") && impl != Impl::Mhagen)
             continue; // only to show what causal saves
-          if (impl == Impl::MhagenMlir &&
-              (sh.name == std::string("Decode") ||
-               sh.name == std::string("S2none")))
+          if (impl == Impl::MhagenMlir && (sh.name == std::string("Decode") ||
+                                           sh.name == std::string("S2none")))
             continue; // the MLIR comparison is on S1-S3
           if (impl == Impl::Naive && (t != 1 || bf16))
             continue; // the reference is single-threaded f32 math
@@ -379,8 +377,9 @@ int main(int argc, char **argv) {
             continue;
           if (bf16 && impl == Impl::Blas)
             continue; // Debian's OpenBLAS has no bf16 GEMM
-          std::string name = std::string(sh.name) + (bf16 ? "_bf16/" : "_f32/") +
-                             implName(impl) + "/threads:" + std::to_string(t);
+          std::string name = std::string(sh.name) +
+                             (bf16 ? "_bf16/" : "_f32/") + implName(impl) +
+                             "/threads:" + std::to_string(t);
           auto *b = benchmark::RegisterBenchmark(name.c_str(), attentionBench,
                                                  sh, bf16, impl, t);
           b->UseManualTime()->Unit(benchmark::kMillisecond);

@@ -25,9 +25,8 @@ void maskedSoftmax(float *S, int64_t rows, int64_t Tq, int64_t Tkv,
   for (int64_t r = 0; r < rows; ++r) {
     float *row = S + r * Tkv;
     const int64_t pos = r % Tq + Tkv - Tq;
-    const int64_t n = causal ? std::min<int64_t>(std::max<int64_t>(pos + 1, 0),
-                                                 Tkv)
-                             : Tkv;
+    const int64_t n =
+        causal ? std::min<int64_t>(std::max<int64_t>(pos + 1, 0), Tkv) : Tkv;
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t j = 0; j < n; ++j)
       mx = std::max(mx, row[j]);
@@ -63,14 +62,15 @@ void BlasAttention::run(const float *q, const float *k, const float *v,
                   k + (b * s.Tkv * s.kv + g) * s.dk, s.kv * s.dk, 0.0f,
                   S_.data(), s.Tkv);
       maskedSoftmax(S_.data(), s.Tq, s.Tq, s.Tkv, s.causal);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Tq, s.dk,
-                  s.Tkv, 1.0f, S_.data(), s.Tkv,
-                  v + (b * s.Tkv * s.kv + g) * s.dk, s.kv * s.dk, 0.0f,
-                  out + (b * s.Tq * s.h + i) * s.dk, s.h * s.dk);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.Tq, s.dk, s.Tkv,
+                  1.0f, S_.data(), s.Tkv, v + (b * s.Tkv * s.kv + g) * s.dk,
+                  s.kv * s.dk, 0.0f, out + (b * s.Tq * s.h + i) * s.dk,
+                  s.h * s.dk);
     }
 }
 
-// ---- oneDNN, all heads in one batched matmul ---------------------------------
+// ---- oneDNN, all heads in one batched matmul
+// ---------------------------------
 
 using namespace dnnl;
 
@@ -88,8 +88,7 @@ DnnlAttention::DnnlAttention(const AttnShape &s) : impl_(new Impl) {
   Impl &m = *impl_;
   m.s = s;
   const int64_t group = s.h / s.kv;
-  const auto dt =
-      s.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const auto dt = s.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   // Dims (b, g, i, t, c): batch, K/V head, query head within its group,
   // token, channel. K and V have a size-1 i dimension that broadcasts
   // over the group: GQA without copies.
@@ -97,8 +96,8 @@ DnnlAttention::DnnlAttention(const AttnShape &s) : impl_(new Impl) {
                        {s.Tq * s.h * s.dk, group * s.dk, s.dk, s.h * s.dk, 1});
   m.kMd = memory::desc({s.B, s.kv, 1, s.dk, s.Tkv}, dt,
                        {s.Tkv * s.kv * s.dk, s.dk, 1, 1, s.kv * s.dk});
-  m.sMd = memory::desc({s.B, s.kv, group, s.Tq, s.Tkv},
-                       memory::data_type::f32, memory::format_tag::abcde);
+  m.sMd = memory::desc({s.B, s.kv, group, s.Tq, s.Tkv}, memory::data_type::f32,
+                       memory::format_tag::abcde);
   m.pMd = memory::desc({s.B, s.kv, group, s.Tq, s.Tkv}, dt,
                        memory::format_tag::abcde);
   m.vMd = memory::desc({s.B, s.kv, 1, s.Tkv, s.dk}, dt,
@@ -107,10 +106,10 @@ DnnlAttention::DnnlAttention(const AttnShape &s) : impl_(new Impl) {
                        {s.Tq * s.h * s.dk, group * s.dk, s.dk, s.h * s.dk, 1});
   primitive_attr scaled;
   scaled.set_output_scales(0, {1.0f / std::sqrt(static_cast<float>(s.dk))});
-  m.qk = matmul(matmul::primitive_desc(
-      matmul::desc(m.qMd, m.kMd, m.sMd), scaled, m.eng));
-  m.pv = matmul(
-      matmul::primitive_desc(matmul::desc(m.pMd, m.vMd, m.oMd), m.eng));
+  m.qk = matmul(
+      matmul::primitive_desc(matmul::desc(m.qMd, m.kMd, m.sMd), scaled, m.eng));
+  m.pv =
+      matmul(matmul::primitive_desc(matmul::desc(m.pMd, m.vMd, m.oMd), m.eng));
   m.S.resize(static_cast<size_t>(s.B * s.h * s.Tq * s.Tkv));
   if (s.bf16)
     m.P16.resize(m.S.size());
@@ -125,9 +124,8 @@ void DnnlAttention::run(const void *q, const void *k, const void *v,
   memory qM(m.qMd, m.eng, const_cast<void *>(q));
   memory kM(m.kMd, m.eng, const_cast<void *>(k));
   memory sM(m.sMd, m.eng, m.S.data());
-  m.qk.execute(m.strm, {{DNNL_ARG_SRC, qM},
-                        {DNNL_ARG_WEIGHTS, kM},
-                        {DNNL_ARG_DST, sM}});
+  m.qk.execute(
+      m.strm, {{DNNL_ARG_SRC, qM}, {DNNL_ARG_WEIGHTS, kM}, {DNNL_ARG_DST, sM}});
   m.strm.wait();
   maskedSoftmax(m.S.data(), s.B * s.h * s.Tq, s.Tq, s.Tkv, s.causal);
   void *p = m.S.data();
@@ -140,9 +138,8 @@ void DnnlAttention::run(const void *q, const void *k, const void *v,
   memory pM(m.pMd, m.eng, p);
   memory vM(m.vMd, m.eng, const_cast<void *>(v));
   memory oM(m.oMd, m.eng, out);
-  m.pv.execute(m.strm, {{DNNL_ARG_SRC, pM},
-                        {DNNL_ARG_WEIGHTS, vM},
-                        {DNNL_ARG_DST, oM}});
+  m.pv.execute(
+      m.strm, {{DNNL_ARG_SRC, pM}, {DNNL_ARG_WEIGHTS, vM}, {DNNL_ARG_DST, oM}});
   m.strm.wait();
 }
 

@@ -130,8 +130,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
     const Var &p = v.p;
     Var c2("c2");
     st.qTile = Func("q_tile");
-    st.qTile(p, i, c2, qo, ho, b) =
-        in.qRaw(2 * c2 + p, head, tokenClamped, b);
+    st.qTile(p, i, c2, qo, ho, b) = in.qRaw(2 * c2 + p, head, tokenClamped, b);
     // K rows of the key tile, copied dense (the clamped key index then
     // stays out of the inner loop's addressing).
     st.kTile = Func("k_rows");
@@ -179,8 +178,8 @@ AttentionStages defineAttention(const AttentionSpec &s,
     st.probsBf16(p, i, j2, kt, qo, ho, b) =
         cast(BFloat(16), st.probs(i, 2 * j2 + p, kt, qo, ho, b));
     st.rjPairs = RDom(0, 2, 0, KT / 2, "rjp");
-    st.tileSum(i, kt, qo, ho, b) += cast<float>(
-        st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b));
+    st.tileSum(i, kt, qo, ho, b) +=
+        cast<float>(st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b));
     // V rows copied dense first, then interleaved in key pairs: a key
     // index clamped per lane would turn the loads into gathers.
     st.vRows = Func("v_rows");
@@ -188,10 +187,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
     st.vTile = Func("v_pairs");
     st.vTile(p, c, j2, kt, g, b) = st.vRows(c, 2 * j2 + p, kt, g, b);
     st.pvAcc(i, c, kt, qo, ho, b) +=
-        cast<float>(st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho,
-                                 b)) *
         cast<float>(
-            st.vTile(st.rjPairs.x, c, st.rjPairs.y, kt, kvHead, b));
+            st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b)) *
+        cast<float>(st.vTile(st.rjPairs.x, c, st.rjPairs.y, kt, kvHead, b));
   }
   st.pv = Func("pv");
   st.pv(i, c, kt, qo, ho, b) = st.pvAcc(i, c, kt, qo, ho, b);
@@ -208,9 +206,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
   if (s.mask.padding)
     hi = min(hi, (in.kvLen(b) - 1) / KT);
   if (s.mask.window > 0)
-    lo = max(0, (firstToken + (Tkv - Tq) -
-                 static_cast<int>(s.mask.window) + 1) /
-                    KT);
+    lo =
+        max(0, (firstToken + (Tkv - Tq) - static_cast<int>(s.mask.window) + 1) /
+                   KT);
   // The scan runs over key tiles lo + rt: the window's first tile is an
   // offset and the causal/padding limit a predicate on the last, which
   // Halide turns into the loop's trip count (visible in the .stmt).
@@ -256,9 +254,8 @@ AttentionStages defineAttention(const AttentionSpec &s,
   return st;
 }
 
-Projection defineProjection(const std::string &name, Func x,
-                            int64_t inFeatures, Func w, Func bias,
-                            bool hasBias,
+Projection defineProjection(const std::string &name, Func x, int64_t inFeatures,
+                            Func w, Func bias, bool hasBias,
                             const std::function<Expr(Expr)> &store,
                             const AttentionVars &v) {
   Projection p;

@@ -17,14 +17,14 @@ namespace mhagen::hl {
 /// Loop variables shared by every stage (their names appear in .stmt).
 struct AttentionVars {
   Halide::Var c{"c"}, hd{"hd"}, t{"t"}, b{"b"}; // out(c, hd, t, b)
-  Halide::Var i{"i"}, j{"j"};  // row in query tile, key in key tile
-  Halide::Var kt{"kt"};        // key tile index
-  Halide::Var qo{"qo"};        // query tile index (tokens)
-  Halide::Var ho{"ho"};        // head block (headsPerTile heads)
-  Halide::Var cb{"cb"};        // accumulator channel block
-  Halide::Var g{"g"};          // key/value head
-  Halide::Var p{"p"};          // element of a bf16 pair (0, 1)
-  Halide::Var n{"n"};          // projection output feature
+  Halide::Var i{"i"}, j{"j"}; // row in query tile, key in key tile
+  Halide::Var kt{"kt"};       // key tile index
+  Halide::Var qo{"qo"};       // query tile index (tokens)
+  Halide::Var ho{"ho"};       // head block (headsPerTile heads)
+  Halide::Var cb{"cb"};       // accumulator channel block
+  Halide::Var g{"g"};         // key/value head
+  Halide::Var p{"p"};         // element of a bf16 pair (0, 1)
+  Halide::Var n{"n"};         // projection output feature
 };
 
 /// The tile shape of the flash form. A query tile packs `headsPerTile`
@@ -34,7 +34,7 @@ struct AttentionVars {
 /// a decode step (one token) still fills the vector lanes. `rows` is that
 /// product rounded up to the vector width; the extra rows are padding.
 struct AttentionTiles {
-  int headsPerTile = 1;  ///< divides h / kv
+  int headsPerTile = 1; ///< divides h / kv
   int tokensPerTile = 64;
   int rows = 64;         ///< >= headsPerTile * tokensPerTile
   int keyTile = 32;      ///< keys per online-softmax step
@@ -51,8 +51,8 @@ struct AttentionTiles {
 struct AttentionInputs {
   Halide::Func q, k, v;
   Halide::Func qRaw, kRaw, vRaw;
-  Halide::Expr tq, tkv;   ///< query and key/value lengths
-  Halide::Func kvLen;     ///< kvLen(b): keys visible in batch b (padding)
+  Halide::Expr tq, tkv; ///< query and key/value lengths
+  Halide::Func kvLen;   ///< kvLen(b): keys visible in batch b (padding)
   bool hasKvLen = false;
 };
 
@@ -73,13 +73,13 @@ struct AttentionStages {
   Halide::Func tileSum;   ///< row sum of probs
   Halide::Func pvAcc;     ///< pvAcc(i, c, kt, qo, ho, b) = probs . v
   Halide::Func pv;
-  Halide::Func state;     ///< running (acc[channelBlock], max, sum) per row
-  Halide::Func out;       ///< out(c, hd, t, b) = acc / sum (0 if all masked)
-  Halide::RDom rc;        ///< over dk (the QK^T dot); with bf16Dot
-                          ///< (pair, dk/2)
-  Halide::RDom rj;        ///< over the keys of one tile
-  Halide::RDom rjPairs;   ///< bf16Dot: (pair, KT/2) for the PV dot
-  Halide::RDom rt;        ///< over key tiles (bounded by the mask)
+  Halide::Func state;   ///< running (acc[channelBlock], max, sum) per row
+  Halide::Func out;     ///< out(c, hd, t, b) = acc / sum (0 if all masked)
+  Halide::RDom rc;      ///< over dk (the QK^T dot); with bf16Dot
+                        ///< (pair, dk/2)
+  Halide::RDom rj;      ///< over the keys of one tile
+  Halide::RDom rjPairs; ///< bf16Dot: (pair, KT/2) for the PV dot
+  Halide::RDom rt;      ///< over key tiles (bounded by the mask)
   AttentionTiles tiles;
 };
 
@@ -98,11 +98,11 @@ struct Projection {
 
 /// `store` turns the f32 result into the stored value (a cast, or the
 /// rounding to a bf16 bit pattern).
-Projection defineProjection(const std::string &name, Halide::Func x,
-                            int64_t inFeatures, Halide::Func w,
-                            Halide::Func bias, bool hasBias,
-                            const std::function<Halide::Expr(Halide::Expr)> &store,
-                            const AttentionVars &v);
+Projection
+defineProjection(const std::string &name, Halide::Func x, int64_t inFeatures,
+                 Halide::Func w, Halide::Func bias, bool hasBias,
+                 const std::function<Halide::Expr(Halide::Expr)> &store,
+                 const AttentionVars &v);
 
 /// The largest divisor of dv that is at most `preferred` (accumulator
 /// channels per state tuple must tile dv exactly).

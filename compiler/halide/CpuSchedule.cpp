@@ -51,7 +51,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   std::vector<int64_t> hp = divisorsUpTo(group, 64);
   space.params = {
       {"heads_per_tile", hp, "query heads of one GQA group per tile"},
-      {"tokens_per_tile", {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128},
+      {"tokens_per_tile",
+       {1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128},
        "tokens per query tile"},
       {"key_tile", {16, 24, 32, 48, 64, 96, 128}, "keys per softmax step"},
       {"channel_block", divisorsUpTo(s.d_v, 32),
@@ -59,16 +60,18 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       {"s_rows", {8, 16, 24, 32, 48, 64}, "rows per QK^T register block"},
       {"s_keys", {2, 3, 4, 5, 6, 7, 8, 10, 12, 14}, "keys per QK^T block"},
       {"pv_rows", {8, 16, 24, 32, 48, 64}, "rows per PV register block"},
-      {"pv_chans", {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14},
+      {"pv_chans",
+       {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14},
        "channels per PV block"},
-      {"vector_width", vw == 16 ? std::vector<int64_t>{8, 16}
-                                : std::vector<int64_t>{8},
+      {"vector_width",
+       vw == 16 ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{8},
        "f32 lanes per vector"},
       {"stage_kv", {0, 1}, "copy K/V tiles to dense f32 scratch"},
-      {"task_order", {0, 1},
+      {"task_order",
+       {0, 1},
        "0: head blocks innermost in the parallel loop; 1: query tiles"},
-      {"bf16_dot", bf16DotOk ? std::vector<int64_t>{0, 1}
-                             : std::vector<int64_t>{0},
+      {"bf16_dot",
+       bf16DotOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
        "bf16 pairwise dot products (vdpbf16ps) for QK^T and PV"},
   };
   if (layer) {
@@ -97,9 +100,12 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // (measured 26% faster on S2 f32, one thread).
   d["stage_kv"] = 1;
   d["task_order"] = 0;
-  d["bf16_dot"] = bf16DotOk ? 1 : 0;
-  if (d["bf16_dot"])
-    d["stage_kv"] = 0; // V is staged as bf16 pairs instead
+  // bf16 is widened to f32 for f32 FMAs by default: on this machine
+  // vdpbf16ps retires 86 GFLOP/s per core against 174 for vfmadd231ps
+  // (bench/RESULTS.md), and S2 bf16 ran 289 ms with the dot product,
+  // 172 ms widened (2 threads). The dot product stays in the search space
+  // (bf16_dot = 1) for CPUs where it is the faster instruction.
+  d["bf16_dot"] = 0;
   if (layer) {
     d["gemm_cols"] = vw == 16 ? 48 : 24;
     d["gemm_rows"] = vw == 16 ? 8 : 4;
@@ -176,8 +182,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       if ((p.at("gemm_cols") / w) * p.at("gemm_rows") + p.at("gemm_cols") / w +
               1 >
           regs)
-        return "GEMM register block needs more than " +
-               std::to_string(regs) + " vector registers";
+        return "GEMM register block needs more than " + std::to_string(regs) +
+               " vector registers";
     }
     return "";
   };
@@ -213,8 +219,7 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
 
   // The parallel loop: one task per (batch, head block, query tile). Each
   // task stores its tile of the output from the finished state.
-  Var to("to"), ti("ti"), hb("hb"), hi("hi"), co("co"), ck("ck"),
-      task("task");
+  Var to("to"), ti("ti"), hb("hb"), hi("hi"), co("co"), ck("ck"), task("task");
   output.bound(v.c, 0, static_cast<int>(s.d_v))
       .bound(v.hd, 0, static_cast<int>(s.h))
       .split(v.t, to, ti, tl.tokensPerTile, TailStrategy::GuardWithIf)
@@ -273,8 +278,7 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
   st.probs.compute_at(st.state, st.rt).vectorize(v.i, vw);
   st.tileSum.compute_at(st.state, st.rt).vectorize(v.i, vw);
   if (tl.bf16Dot) {
-    st.probsBf16.compute_at(st.state, st.rt).vectorize(v.p).vectorize(v.i,
-                                                                      vw);
+    st.probsBf16.compute_at(st.state, st.rt).vectorize(v.p).vectorize(v.i, vw);
     st.kTile.compute_at(st.state, st.rt)
         .vectorize(v.c, 2 * vw, TailStrategy::GuardWithIf);
     st.vRows.compute_at(st.state, st.rt)

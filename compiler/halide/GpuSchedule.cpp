@@ -27,12 +27,12 @@ std::vector<int64_t> divisorsUpTo(int64_t n, int64_t limit) {
 // state, the K/V tiles, scores/probabilities and P*V of one key tile.
 int64_t sharedBytes(const AttentionSpec &s, int64_t rows, int64_t kt,
                     int64_t cb) {
-  int64_t floats = rows * s.d_k                 // query tile
+  int64_t floats = rows * s.d_k                     // query tile
                    + (cb + 2) * rows * (s.d_v / cb) // state tuple
-                   + kt * (s.d_k + s.d_v)       // K and V tiles
-                   + 2 * rows * kt              // scores, probabilities
-                   + rows * s.d_v               // P V
-                   + 4 * rows;                  // row max/sum/positions
+                   + kt * (s.d_k + s.d_v)           // K and V tiles
+                   + 2 * rows * kt                  // scores, probabilities
+                   + rows * s.d_v                   // P V
+                   + 4 * rows;                      // row max/sum/positions
   return 4 * floats;
 }
 
@@ -52,8 +52,7 @@ ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
        "query heads of one GQA group per block"},
       {"tokens_per_tile", {1, 2, 4, 8, 16, 32}, "tokens per block"},
       {"key_tile", {8, 16, 32}, "keys per shared-memory tile"},
-      {"channel_block", divisorsUpTo(s.d_v, 16),
-       "state channels per thread"},
+      {"channel_block", divisorsUpTo(s.d_v, 16), "state channels per thread"},
       {"lane_threads", {8, 16, 32}, "threads along channels/keys"},
   };
   ScheduleParams d;
@@ -121,8 +120,8 @@ void scheduleAttentionGpu(AttentionStages st, Func output,
   const AttentionTiles &tl = st.tiles;
   const int lanes = static_cast<int>(get(p, "lane_threads"));
   const int CB = tl.channelBlock;
-  Var to("to"), ti("ti"), hb("hb"), hi("hi"), co("co"), ck("ck"),
-      task("task"), c0("c0"), c1("c1");
+  Var to("to"), ti("ti"), hb("hb"), hi("hi"), co("co"), ck("ck"), task("task"),
+      c0("c0"), c1("c1");
 
   // Blocks: (batch, head block, query tile). Threads: the tile's rows; each
   // writes its row's channels.

@@ -191,19 +191,19 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     wvf(v.n, kk) = f32(wv(v.n, kk));
     wof(v.n, kk) = f32(wo(v.n, kk));
     auto keepF32 = [](Expr e) { return e; };
-    Projection pq = hl::defineProjection("q_proj", xf, d, wqf, bq, s.bias,
-                                         keepF32, v);
-    Projection pk = hl::defineProjection("k_proj", xf, d, wkf, bk, s.bias,
-                                         keepF32, v);
-    Projection pv = hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias,
-                                         keepF32, v);
+    Projection pq =
+        hl::defineProjection("q_proj", xf, d, wqf, bq, s.bias, keepF32, v);
+    Projection pk =
+        hl::defineProjection("k_proj", xf, d, wkf, bk, s.bias, keepF32, v);
+    Projection pv =
+        hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias, keepF32, v);
     // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
-    in.q(v.c, v.hd, v.t, v.b) = pq.out(v.hd * static_cast<int>(dk) + v.c,
-                                       v.t, v.b);
-    in.k(v.c, v.g, v.t, v.b) = pk.out(v.g * static_cast<int>(dk) + v.c,
-                                      v.t, v.b);
-    in.v(v.c, v.g, v.t, v.b) = pv.out(v.g * static_cast<int>(dv) + v.c,
-                                      v.t, v.b);
+    in.q(v.c, v.hd, v.t, v.b) =
+        pq.out(v.hd * static_cast<int>(dk) + v.c, v.t, v.b);
+    in.k(v.c, v.g, v.t, v.b) =
+        pk.out(v.g * static_cast<int>(dk) + v.c, v.t, v.b);
+    in.v(v.c, v.g, v.t, v.b) =
+        pv.out(v.g * static_cast<int>(dv) + v.c, v.t, v.b);
     in.tq = x.dim(1).extent();
     in.tkv = x.dim(1).extent();
     bp.attention = hl::defineAttention(s, in, tiles, v);
@@ -228,8 +228,10 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
   OutputImageParam out = bp.output.output_buffer();
   if (s.op == Op::Sdpa) {
     out.dim(0).set_min(0).set_extent(static_cast<int>(dv)).set_stride(1);
-    out.dim(1).set_min(0).set_extent(static_cast<int>(h)).set_stride(
-        static_cast<int>(dv));
+    out.dim(1)
+        .set_min(0)
+        .set_extent(static_cast<int>(h))
+        .set_stride(static_cast<int>(dv));
     out.dim(2).set_min(0);
     out.dim(3).set_min(0);
   } else {
@@ -251,8 +253,8 @@ void applyGpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
                               p, /*isOutput=*/false);
   bp.attention.out.compute_root();
   hl::scheduleAttentionGpu(bp.attention, bp.attention.out, bp.v, s, p);
-  hl::scheduleProjectionGpu(bp.projections[3], bp.v, bp.projectionWidths[3],
-                            p, /*isOutput=*/true);
+  hl::scheduleProjectionGpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,
+                            /*isOutput=*/true);
 }
 
 void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
@@ -266,8 +268,8 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
                               p, /*isOutput=*/false);
   bp.attention.out.compute_root();
   hl::scheduleAttentionCpu(bp.attention, bp.attention.out, bp.v, s, p);
-  hl::scheduleProjectionCpu(bp.projections[3], bp.v, bp.projectionWidths[3],
-                            p, /*isOutput=*/true);
+  hl::scheduleProjectionCpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,
+                            /*isOutput=*/true);
 }
 
 // Estimates for Halide's autoschedulers (the hand schedules ignore them).
@@ -298,8 +300,7 @@ void setEstimates(BuiltPipeline &bp, const AttentionSpec &s) {
     p.set_estimates(r);
   }
   if (s.op == Op::Sdpa)
-    bp.output.set_estimates(
-        {{0, (int)s.d_v}, {0, (int)s.h}, {0, T}, {0, B}});
+    bp.output.set_estimates({{0, (int)s.d_v}, {0, (int)s.h}, {0, T}, {0, B}});
   else
     bp.output.set_estimates({{0, (int)s.d}, {0, T}, {0, B}});
 }
@@ -307,9 +308,9 @@ void setEstimates(BuiltPipeline &bp, const AttentionSpec &s) {
 // ---- the C ABI wrapper -------------------------------------------------
 
 struct WrapperBuffer {
-  std::string name;     // C variable suffix and pipeline parameter name
-  std::string data;     // C expression of the data pointer
-  int code, bits;       // halide_type_code_t and bits
+  std::string name; // C variable suffix and pipeline parameter name
+  std::string data; // C expression of the data pointer
+  int code, bits;   // halide_type_code_t and bits
   std::vector<std::string> extents, strides; // C expressions, inner first
 };
 
@@ -340,14 +341,27 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
              ";\n  const int64_t o_ts = " +
              stride("a->out_token_stride", "(int64_t)" + H + " * " + DV) +
              ";\n";
-    bufs.push_back({"q", "a->q", code, bits, {DK, H, "TQ", "B"},
-                    {"1", DK, "q_ts", stride("a->q_batch_stride", "q_ts * TQ")}});
-    bufs.push_back({"k", "a->k", code, bits, {DK, KV, "TKV", "B"},
-                    {"1", DK, "k_ts",
-                     stride("a->k_batch_stride", "k_ts * TKV")}});
-    bufs.push_back({"v", "a->v", code, bits, {DV, KV, "TKV", "B"},
-                    {"1", DV, "v_ts",
-                     stride("a->v_batch_stride", "v_ts * TKV")}});
+    bufs.push_back(
+        {"q",
+         "a->q",
+         code,
+         bits,
+         {DK, H, "TQ", "B"},
+         {"1", DK, "q_ts", stride("a->q_batch_stride", "q_ts * TQ")}});
+    bufs.push_back(
+        {"k",
+         "a->k",
+         code,
+         bits,
+         {DK, KV, "TKV", "B"},
+         {"1", DK, "k_ts", stride("a->k_batch_stride", "k_ts * TKV")}});
+    bufs.push_back(
+        {"v",
+         "a->v",
+         code,
+         bits,
+         {DV, KV, "TKV", "B"},
+         {"1", DV, "v_ts", stride("a->v_batch_stride", "v_ts * TKV")}});
   } else {
     setup += "  const int64_t o_ts = " +
              stride("a->out_token_stride", "(int64_t)" + D) + ";\n";
@@ -355,7 +369,11 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                       kdk = "(int64_t)" + KV + " * " + DK,
                       kdv = "(int64_t)" + KV + " * " + DV,
                       hdv = "(int64_t)" + H + " * " + DV;
-    bufs.push_back({"x", "a->x", code, bits, {D, "TQ", "B"},
+    bufs.push_back({"x",
+                    "a->x",
+                    code,
+                    bits,
+                    {D, "TQ", "B"},
                     {"1", D, "(int64_t)" + D + " * TQ"}});
     bufs.push_back({"w_q", "a->w_q", code, bits, {hdk, D}, {"1", hdk}});
     bufs.push_back({"w_k", "a->w_k", code, bits, {kdk, D}, {"1", kdk}});
@@ -371,18 +389,27 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
   if (s.mask.padding)
     bufs.push_back({"kv_lens", "a->kv_lens", 0 /* int */, 32, {"B"}, {"1"}});
   if (s.op == Op::Sdpa)
-    bufs.push_back({"out", "a->out", code, bits, {DV, H, "TQ", "B"},
-                    {"1", DV, "o_ts",
-                     stride("a->out_batch_stride", "o_ts * TQ")}});
+    bufs.push_back(
+        {"out",
+         "a->out",
+         code,
+         bits,
+         {DV, H, "TQ", "B"},
+         {"1", DV, "o_ts", stride("a->out_batch_stride", "o_ts * TQ")}});
   else
-    bufs.push_back({"out", "a->out", code, bits, {D, "TQ", "B"},
+    bufs.push_back({"out",
+                    "a->out",
+                    code,
+                    bits,
+                    {D, "TQ", "B"},
                     {"1", "o_ts", stride("a->out_batch_stride", "o_ts * TQ")}});
 
   std::string params, call, teardown;
   for (const WrapperBuffer &b : bufs) {
     const std::string n = std::to_string(b.extents.size());
-    setup += "  halide_buffer_t buf_" + b.name + ";\n  halide_dimension_t dim_" +
-             b.name + "[" + n + "];\n  {\n    const int64_t e[" + n + "] = {";
+    setup += "  halide_buffer_t buf_" + b.name +
+             ";\n  halide_dimension_t dim_" + b.name + "[" + n +
+             "];\n  {\n    const int64_t e[" + n + "] = {";
     for (size_t i = 0; i < b.extents.size(); ++i)
       setup += (i ? ", " : "") + b.extents[i];
     setup += "};\n    const int64_t s[" + n + "] = {";
@@ -391,8 +418,8 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
     setup += "};\n    mh_buffer(&buf_" + b.name + ", dim_" + b.name + ", " +
              b.data + ", " + std::to_string(b.code) + ", " +
              std::to_string(b.bits) + ", " + n + ", e, s);\n  }\n";
-    params += std::string(params.empty() ? "" : ", ") + "halide_buffer_t *" +
-              b.name;
+    params +=
+        std::string(params.empty() ? "" : ", ") + "halide_buffer_t *" + b.name;
     call += std::string(call.empty() ? "" : ", ") + "&buf_" + b.name;
   }
   std::string includes;
@@ -421,7 +448,8 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
           devSetup += "    buf_kv_lens.flags = 1; /* host dirty */\n";
           continue;
         }
-        devSetup += "    buf_" + b.name + ".host = NULL;\n"
+        devSetup += "    buf_" + b.name +
+                    ".host = NULL;\n"
                     "    if (halide_cuda_wrap_device_ptr(NULL, &buf_" +
                     b.name + ", (uint64_t)(uintptr_t)" + b.data +
                     ") != 0) {\n      snprintf(err, errlen, \"cannot wrap "
@@ -437,8 +465,8 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                              b.name + ");\n";
       setup += "  if (a->device_pointers) {\n" + devSetup + "  } else {\n" +
                hostSetup + "  }\n";
-      teardown += "  if (a->device_pointers) {\n" + devDone +
-                  "  } else {\n" + hostDone + "  }\n";
+      teardown += "  if (a->device_pointers) {\n" + devDone + "  } else {\n" +
+                  hostDone + "  }\n";
     } else {
       setup += "  {\n" + hostSetup + "  }\n";
       teardown += "  {\n" + hostDone + "  }\n";
@@ -463,8 +491,7 @@ std::string llcPath() {
 // Bitcode -> object (and assembly when asked) with llc-14.
 void codegenWithLlc(const TempDir &dir, const HalideTargetInfo &ti,
                     bool wantAsm, BackendResult &r) {
-  std::vector<std::string> base = {llcPath(), "-O3",
-                                   "-relocation-model=pic",
+  std::vector<std::string> base = {llcPath(), "-O3", "-relocation-model=pic",
                                    "-mcpu=" + ti.llcCpu};
   if (!ti.llcAttrs.empty())
     base.push_back("-mattr=" + ti.llcAttrs);
@@ -479,8 +506,8 @@ void codegenWithLlc(const TempDir &dir, const HalideTargetInfo &ti,
     cmd.push_back(out);
     ProcessResult pr = runProcess(cmd, 600);
     if (pr.exitCode != 0)
-      throw BackendError("", "llc failed (" + commandLine(cmd) +
-                                 "):\n" + pr.output);
+      throw BackendError("", "llc failed (" + commandLine(cmd) + "):\n" +
+                                 pr.output);
     if (assembly)
       r.irs["asm"] = readFile(out);
     else
@@ -516,7 +543,8 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
                     (e == "ptx" && s.target.kind == TargetKind::Cuda);
     if (!ok)
       throw BackendError(
-          "emit", e + " is not produced by the halide backend for this "
+          "emit", e +
+                      " is not produced by the halide backend for this "
                       "target; it emits stmt, html, llvm, asm" +
                       (e.rfind("mlir", 0) == 0
                            ? std::string(" (mlir IRs come from --backend mlir)")
@@ -531,8 +559,8 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
   Halide::Target target(ti.halideTarget);
   std::vector<Argument> args = bp.args;
   Pipeline pipeline(bp.output);
-  Module m = pipeline.compile_to_module(args, opt.symbol + "_pipeline",
-                                        target, LinkageType::External);
+  Module m = pipeline.compile_to_module(args, opt.symbol + "_pipeline", target,
+                                        LinkageType::External);
   TempDir dir("mhagen-halide");
   std::map<OutputFileType, std::string> outs = {
       {OutputFileType::bitcode, dir.file("kernel.bc")}};

@@ -21,7 +21,7 @@ struct HalideTargetInfo {
   std::string llcCpu;       ///< -mcpu for llc-14 ("" for GPU host code)
   std::string llcAttrs;     ///< -mattr for llc-14
   std::vector<std::string> cpuFeatures; ///< what the object needs
-  int vectorWidth = 16;     ///< natural f32 lanes
+  int vectorWidth = 16;                 ///< natural f32 lanes
   bool gpu = false;
 };
 

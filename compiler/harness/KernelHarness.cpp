@@ -56,8 +56,7 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
       wqAmp *= static_cast<float>(o.logitMagnitude / s.effectiveScale() /
                                   std::sqrt(static_cast<double>(s.d_k)));
     x_ = make(static_cast<size_t>(B * Tq * s.d), -1, 1, seed + 1);
-    wq_ = make(static_cast<size_t>(s.d * s.h * s.d_k), -wqAmp, wqAmp,
-               seed + 2);
+    wq_ = make(static_cast<size_t>(s.d * s.h * s.d_k), -wqAmp, wqAmp, seed + 2);
     wk_ = make(static_cast<size_t>(s.d * s.n_kv * s.d_k), -ain, ain, seed + 3);
     wv_ = make(static_cast<size_t>(s.d * s.n_kv * s.d_v), -ain, ain, seed + 4);
     wo_ = make(static_cast<size_t>(s.h * s.d_v * s.d), -aout, aout, seed + 5);
@@ -170,8 +169,7 @@ Comparison Problem::check(const std::vector<int64_t> &rows) const {
   if (rows.empty())
     return compareToReference(got, want, tol);
   // Only the checked rows: gather them from both.
-  const int64_t width =
-      spec_.op == Op::Sdpa ? spec_.h * spec_.d_v : spec_.d;
+  const int64_t width = spec_.op == Op::Sdpa ? spec_.h * spec_.d_v : spec_.d;
   std::vector<float> g;
   std::vector<double> w;
   for (int64_t b = 0; b < size_.B; ++b)

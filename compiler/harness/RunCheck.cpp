@@ -75,8 +75,8 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
   text << "problem  B " << p.size().B << ", T_q " << p.size().Tq << ", T_kv "
        << p.size().Tkv << "\n";
   std::snprintf(buf, sizeof buf,
-                "time     median %.3f ms (min %.3f ms, %d reps)\n",
-                t.medianMs, t.minMs, t.reps);
+                "time     median %.3f ms (min %.3f ms, %d reps)\n", t.medianMs,
+                t.minMs, t.reps);
   text << buf;
   std::snprintf(buf, sizeof buf, "GFLOP/s  nominal %.1f, useful %.1f\n",
                 nominal / (t.medianMs * 1e6), useful / (t.medianMs * 1e6));
@@ -85,8 +85,8 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                 "check    max |err| %.3g vs the f64 reference on %lld of "
                 "%lld query rows: %s (tolerance %g + %g*|ref|)\n",
                 cmp.maxAbsErr, static_cast<long long>(checked),
-                static_cast<long long>(p.size().Tq),
-                cmp.ok() ? "OK" : "FAILED", tol.atol, tol.rtol);
+                static_cast<long long>(p.size().Tq), cmp.ok() ? "OK" : "FAILED",
+                tol.atol, tol.rtol);
   text << buf;
   return cmp.ok() ? 0 : 1;
 }

@@ -9,8 +9,8 @@
 
 namespace mhagen::ref {
 
-std::vector<float> splitHeads(const std::vector<float> &x, int64_t B,
-                              int64_t T, int64_t heads, int64_t width) {
+std::vector<float> splitHeads(const std::vector<float> &x, int64_t B, int64_t T,
+                              int64_t heads, int64_t width) {
   std::vector<float> out(x.size());
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < T; ++t)
@@ -21,8 +21,8 @@ std::vector<float> splitHeads(const std::vector<float> &x, int64_t B,
   return out;
 }
 
-std::vector<float> mergeHeads(const std::vector<float> &x, int64_t B,
-                              int64_t T, int64_t heads, int64_t width) {
+std::vector<float> mergeHeads(const std::vector<float> &x, int64_t B, int64_t T,
+                              int64_t heads, int64_t width) {
   std::vector<float> out(x.size());
   for (int64_t b = 0; b < B; ++b)
     for (int64_t hd = 0; hd < heads; ++hd)
@@ -165,10 +165,10 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
                                          h * dk, bias ? a.bq : nullptr);
       std::copy(qt.begin(), qt.end(), Q.begin() + (b * T + t) * h * dk);
     }
-  std::vector<Acc> K = project<Acc>(a.x, rows, d, a.wk, kv * dk,
-                                    bias ? a.bk : nullptr);
-  std::vector<Acc> V = project<Acc>(a.x, rows, d, a.wv, kv * dv,
-                                    bias ? a.bv : nullptr);
+  std::vector<Acc> K =
+      project<Acc>(a.x, rows, d, a.wk, kv * dk, bias ? a.bk : nullptr);
+  std::vector<Acc> V =
+      project<Acc>(a.x, rows, d, a.wv, kv * dv, bias ? a.bv : nullptr);
   // Split heads by feature columns and attend: head i reads columns
   // i*dk..(i+1)*dk-1 of Q, and K/V head g = i / (h/kv).
   std::vector<Acc> O(static_cast<size_t>(rows * h * dv));

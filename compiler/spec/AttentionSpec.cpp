@@ -145,7 +145,8 @@ std::string AttentionSpec::hash() const {
     hv *= 0x100000001b3ULL;
   }
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(hv));
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(hv));
   return buf;
 }
 
@@ -176,11 +177,10 @@ std::string AttentionSpec::kernelName() const {
 }
 
 bool AttentionSpec::operator==(const AttentionSpec &o) const {
-  return name == o.name && op == o.op && d == o.d && h == o.h &&
-         d_k == o.d_k && d_v == o.d_v && n_kv == o.n_kv && mask == o.mask &&
-         dtype == o.dtype && bias == o.bias && scale == o.scale &&
-         target == o.target && backend == o.backend && T == o.T &&
-         T_kv == o.T_kv && B == o.B;
+  return name == o.name && op == o.op && d == o.d && h == o.h && d_k == o.d_k &&
+         d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
+         bias == o.bias && scale == o.scale && target == o.target &&
+         backend == o.backend && T == o.T && T_kv == o.T_kv && B == o.B;
 }
 
 } // namespace mhagen

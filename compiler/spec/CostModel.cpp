@@ -47,10 +47,9 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
       r.paramsBias = s.h * s.d_k + s.n_kv * s.d_k + s.n_kv * s.d_v + s.d;
     r.paramsTotal =
         r.paramsWq + r.paramsWk + r.paramsWv + r.paramsWo + r.paramsBias;
-    r.flopsProjections =
-        Bd * (2.0 * r.Tq * s.d * s.h * s.d_k +
-              2.0 * r.Tkv * s.d * s.n_kv * (s.d_k + s.d_v) +
-              2.0 * r.Tq * s.h * s.d_v * s.d);
+    r.flopsProjections = Bd * (2.0 * r.Tq * s.d * s.h * s.d_k +
+                               2.0 * r.Tkv * s.d * s.n_kv * (s.d_k + s.d_v) +
+                               2.0 * r.Tq * s.h * s.d_v * s.d);
   }
   r.visitedPairs = visitedPairs(s.mask, r.Tq, r.Tkv);
   r.totalPairs = r.Tq * r.Tkv;
@@ -65,8 +64,7 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
   // Per thread: the query tile (f32), score and probability tiles, the
   // P*V tile and the running state (accumulator + max + sum per row).
   r.fusedScratchBytes =
-      4 * kReportQueryTile *
-      (s.d_k + 2 * kReportKeyTile + 2 * s.d_v + 4);
+      4 * kReportQueryTile * (s.d_k + 2 * kReportKeyTile + 2 * s.d_v + 4);
   return r;
 }
 
@@ -109,12 +107,11 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
   std::ostringstream os;
   char buf[256];
   os << "spec " << s.kernelName() << " (hash " << s.hash() << ")\n";
-  os << "  op " << toString(s.op) << ", d " << s.d << ", h " << s.h
-     << ", kv " << s.n_kv << " (group " << s.groupSize() << "), dk " << s.d_k
-     << ", dv " << s.d_v << ", mask " << s.mask.str() << ", dtype "
-     << toString(s.dtype) << ", scale " << s.effectiveScale() << "\n";
-  os << "  sizes: B " << r.B << ", T_q " << r.Tq << ", T_kv " << r.Tkv
-     << "\n";
+  os << "  op " << toString(s.op) << ", d " << s.d << ", h " << s.h << ", kv "
+     << s.n_kv << " (group " << s.groupSize() << "), dk " << s.d_k << ", dv "
+     << s.d_v << ", mask " << s.mask.str() << ", dtype " << toString(s.dtype)
+     << ", scale " << s.effectiveScale() << "\n";
+  os << "  sizes: B " << r.B << ", T_q " << r.Tq << ", T_kv " << r.Tkv << "\n";
   os << "parameters:\n";
   if (s.op == Op::Layer) {
     auto mat = [&](const char *name, int64_t rows, int64_t cols, int64_t n) {

@@ -38,15 +38,17 @@ SpecError::SpecError(std::vector<SpecDiagnostic> diags)
 
 const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
-      "op",    "d",      "h",      "kv",      "dk", "dv",  "mask", "dtype",
-      "bias",  "scale",  "target", "backend", "T",  "Tkv", "B"};
+      "op",   "d",     "h",      "kv",      "dk", "dv",  "mask", "dtype",
+      "bias", "scale", "target", "backend", "T",  "Tkv", "B"};
   return names;
 }
 
 std::string canonicalFieldName(const std::string &s) {
-  static const std::map<std::string, std::string> aliases = {
-      {"n_kv", "kv"}, {"d_k", "dk"}, {"d_v", "dv"}, {"T_kv", "Tkv"},
-      {"T_q", "T"}};
+  static const std::map<std::string, std::string> aliases = {{"n_kv", "kv"},
+                                                             {"d_k", "dk"},
+                                                             {"d_v", "dv"},
+                                                             {"T_kv", "Tkv"},
+                                                             {"T_q", "T"}};
   auto it = aliases.find(s);
   if (it != aliases.end())
     return it->second;
@@ -219,18 +221,17 @@ std::vector<RawSpec> parseSpecText(const std::string &text,
       SourceLoc fieldLoc = sc.loc();
       std::string spelled = sc.identifier();
       if (spelled.empty())
-        fail(fieldLoc, "expected a field name or '}', found " +
-                           describe(sc.cur()));
+        fail(fieldLoc,
+             "expected a field name or '}', found " + describe(sc.cur()));
       std::string field = canonicalFieldName(spelled);
       if (field.empty())
-        throw SpecError({SpecDiagnostic{
-            fieldLoc, spelled, "",
-            "unknown field; known fields: " + knownFieldList()}});
+        throw SpecError({SpecDiagnostic{fieldLoc, spelled, "",
+                                        "unknown field; known fields: " +
+                                            knownFieldList()}});
       sc.skipBlanks();
       if (sc.cur() != '=')
-        fail(sc.loc(),
-             "expected '=' after field '" + spelled + "', found " +
-                 describe(sc.cur()));
+        fail(sc.loc(), "expected '=' after field '" + spelled + "', found " +
+                           describe(sc.cur()));
       sc.advance();
       sc.skipBlanks();
       RawField value;
@@ -335,8 +336,9 @@ bool parseMask(const std::string &text, const SourceLoc &loc, MaskSpec &out,
     skip();
     size_t start = i;
     std::string word;
-    while (i < text.size() &&
-           (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
+    while (
+        i < text.size() &&
+        (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
       word += text[i++];
     if (word.empty())
       return errorAt(start, termHelp);
@@ -381,8 +383,9 @@ bool parseMask(const std::string &text, const SourceLoc &loc, MaskSpec &out,
     if (i >= text.size())
       break;
     if (text[i] != '&')
-      return errorAt(i, std::string("expected '&' between mask terms, found '") +
-                            text[i] + "'");
+      return errorAt(i,
+                     std::string("expected '&' between mask terms, found '") +
+                         text[i] + "'");
     ++i;
   }
   if (sawNone && terms > 1)
@@ -551,9 +554,9 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
     const char *name;
     int64_t value;
   };
-  for (SizeField f : {SizeField{"d", s.d}, SizeField{"h", s.h},
-                      SizeField{"kv", s.n_kv}, SizeField{"dk", s.d_k},
-                      SizeField{"dv", s.d_v}}) {
+  for (SizeField f :
+       {SizeField{"d", s.d}, SizeField{"h", s.h}, SizeField{"kv", s.n_kv},
+        SizeField{"dk", s.d_k}, SizeField{"dv", s.d_v}}) {
     if (f.value <= 0)
       rule(f.name, str(f.value), "must be > 0");
     else if (f.value > kMaxDim)
@@ -588,8 +591,8 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
     const char *name;
     std::optional<int64_t> value;
   };
-  for (OptField f : {OptField{"T", s.T}, OptField{"Tkv", s.T_kv},
-                     OptField{"B", s.B}}) {
+  for (OptField f :
+       {OptField{"T", s.T}, OptField{"Tkv", s.T_kv}, OptField{"B", s.B}}) {
     if (f.value && *f.value <= 0)
       rule(f.name, str(*f.value), "must be > 0");
     else if (f.value && *f.value > (int64_t(1) << 24))
@@ -610,8 +613,7 @@ std::vector<AttentionSpec> parseSpecs(const std::string &text,
     try {
       specs.push_back(buildSpec(raw));
     } catch (const SpecError &e) {
-      diags.insert(diags.end(), e.diagnostics().begin(),
-                   e.diagnostics().end());
+      diags.insert(diags.end(), e.diagnostics().begin(), e.diagnostics().end());
     }
   }
   if (!diags.empty())

@@ -57,10 +57,10 @@ ProcessResult runProcess(const std::vector<std::string> &argv,
   while (true) {
     int waitMs = -1;
     if (timeoutSeconds > 0) {
-      double left = timeoutSeconds -
-                    std::chrono::duration<double>(
-                        std::chrono::steady_clock::now() - start)
-                        .count();
+      double left =
+          timeoutSeconds - std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
       if (left <= 0) {
         kill(-pid, SIGKILL);
         r.timedOut = true;
@@ -97,8 +97,8 @@ ProcessResult runProcess(const std::vector<std::string> &argv,
 
 TempDir::TempDir(const std::string &prefix) {
   const char *base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/" +
-                     prefix + ".XXXXXX";
+  std::string tmpl =
+      std::string(base && *base ? base : "/tmp") + "/" + prefix + ".XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data()))
@@ -168,7 +168,8 @@ std::string commandLine(const std::vector<std::string> &argv) {
   for (const auto &a : argv) {
     if (!s.empty())
       s += ' ';
-    bool plain = !a.empty() && a.find_first_of(" \t'\"\\$") == std::string::npos;
+    bool plain =
+        !a.empty() && a.find_first_of(" \t'\"\\$") == std::string::npos;
     s += plain ? a : "'" + a + "'";
   }
   return s;

@@ -81,8 +81,8 @@ std::optional<ScheduleParams> ScheduleSearch::next(std::string *phase) {
       return space_.defaults;
     }
   }
-  const int randomTrials = std::max(
-      4, static_cast<int>(opt_.budget * opt_.randomFraction));
+  const int randomTrials =
+      std::max(4, static_cast<int>(opt_.budget * opt_.randomFraction));
   std::vector<std::pair<double, std::string>> ranked;
   for (const auto &[key, ms] : seen_)
     if (ms < std::numeric_limits<double>::infinity())

@@ -96,15 +96,23 @@ TrialRecord runTrial(const TuneOptions &o, const ScheduleParams &p,
   TempDir dir("mhagen-trial");
   const std::string specFile = dir.file("spec.mha");
   writeFile(specFile, o.spec.canonical());
-  std::vector<std::string> argv = {
-      o.mhagenExe, "run",         specFile,
-      "--schedule", paramsCsv(p), "--B",
-      std::to_string(o.B),        "--T",
-      std::to_string(o.T),        "--Tkv",
-      std::to_string(o.Tkv ? o.Tkv : o.T), "--reps",
-      std::to_string(reps),       "--format",
-      "json",                     "--seed",
-      "1"};
+  std::vector<std::string> argv = {o.mhagenExe,
+                                   "run",
+                                   specFile,
+                                   "--schedule",
+                                   paramsCsv(p),
+                                   "--B",
+                                   std::to_string(o.B),
+                                   "--T",
+                                   std::to_string(o.T),
+                                   "--Tkv",
+                                   std::to_string(o.Tkv ? o.Tkv : o.T),
+                                   "--reps",
+                                   std::to_string(reps),
+                                   "--format",
+                                   "json",
+                                   "--seed",
+                                   "1"};
   if (o.threads > 0) {
     argv.push_back("--threads");
     argv.push_back(std::to_string(o.threads));
@@ -140,8 +148,8 @@ TrialRecord runTrial(const TuneOptions &o, const ScheduleParams &p,
   };
   if (pr.exitCode >= 128 || pr.exitCode < 0) {
     r.status = TrialStatus::Crash;
-    r.error = "the trial process died (status " +
-              std::to_string(pr.exitCode) + "): " + tail(pr.output);
+    r.error = "the trial process died (status " + std::to_string(pr.exitCode) +
+              "): " + tail(pr.output);
     return r;
   }
   if (!parsed) {
@@ -220,8 +228,7 @@ TuneSummary runTuning(const TuneOptions &o) {
   while (search.measured() < total) {
     if (o.timeLimitSeconds > 0 && elapsed() > o.timeLimitSeconds) {
       if (log)
-        *log << "time limit reached after " << shortDuration(elapsed())
-             << "\n";
+        *log << "time limit reached after " << shortDuration(elapsed()) << "\n";
       break;
     }
     std::string phase;
@@ -240,22 +247,17 @@ TuneSummary runTuning(const TuneOptions &o) {
     if (log) {
       double perTrial = elapsed() / sum.trials;
       char line[512];
-      std::snprintf(line, sizeof line,
-                    "[%d/%d] %-6s %-11s %9s | best %s | ETA %s | %s\n",
-                    search.measured(), total, phase.c_str(),
-                    toString(r.status),
-                    r.status == TrialStatus::Ok
-                        ? (std::to_string(r.medianMs).substr(0, 7) + " ms")
-                              .c_str()
-                        : "-",
-                    sum.best ? (std::to_string(sum.best->medianMs)
-                                    .substr(0, 7) +
-                                " ms")
-                                   .c_str()
-                             : "-",
-                    shortDuration(perTrial * (total - search.measured()))
-                        .c_str(),
-                    paramsCsv(*p).c_str());
+      std::snprintf(
+          line, sizeof line, "[%d/%d] %-6s %-11s %9s | best %s | ETA %s | %s\n",
+          search.measured(), total, phase.c_str(), toString(r.status),
+          r.status == TrialStatus::Ok
+              ? (std::to_string(r.medianMs).substr(0, 7) + " ms").c_str()
+              : "-",
+          sum.best ? (std::to_string(sum.best->medianMs).substr(0, 7) + " ms")
+                         .c_str()
+                   : "-",
+          shortDuration(perTrial * (total - search.measured())).c_str(),
+          paramsCsv(*p).c_str());
       *log << line;
       if (r.status != TrialStatus::Ok)
         *log << "         " << r.error.substr(0, 200) << "\n";
@@ -271,13 +273,13 @@ TuneSummary runTuning(const TuneOptions &o) {
     if (r->status == TrialStatus::Ok && sameProblem(*r, o) &&
         r->shard == shard && r->phase != "remeasure")
       ok.push_back(r);
-  std::sort(ok.begin(), ok.end(), [](const TrialRecord *a,
-                                     const TrialRecord *b) {
-    return a->medianMs < b->medianMs;
-  });
+  std::sort(ok.begin(), ok.end(),
+            [](const TrialRecord *a, const TrialRecord *b) {
+              return a->medianMs < b->medianMs;
+            });
   std::vector<ScheduleParams> finalists;
-  for (size_t i = 0; i < ok.size() && finalists.size() <
-                                          static_cast<size_t>(o.remeasureTop);
+  for (size_t i = 0;
+       i < ok.size() && finalists.size() < static_cast<size_t>(o.remeasureTop);
        ++i)
     if (std::find(finalists.begin(), finalists.end(), ok[i]->params) ==
         finalists.end())

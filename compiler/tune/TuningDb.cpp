@@ -34,9 +34,9 @@ const char *toString(TrialStatus s) {
 }
 
 bool trialStatusFromString(const std::string &s, TrialStatus &out) {
-  for (TrialStatus t : {TrialStatus::Ok, TrialStatus::Wrong,
-                        TrialStatus::BuildError, TrialStatus::Crash,
-                        TrialStatus::Timeout, TrialStatus::Invalid})
+  for (TrialStatus t :
+       {TrialStatus::Ok, TrialStatus::Wrong, TrialStatus::BuildError,
+        TrialStatus::Crash, TrialStatus::Timeout, TrialStatus::Invalid})
     if (s == toString(t)) {
       out = t;
       return true;
@@ -142,8 +142,7 @@ TuningDb::TuningDb(std::string path) : path_(std::move(path)) {
 
 void TuningDb::append(const TrialRecord &r) {
   std::string line = r.toJsonLine() + "\n";
-  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC,
-                  0644);
+  int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0)
     throw std::runtime_error("cannot open tuning database " + path_ + ": " +
                              std::strerror(errno));

@@ -37,7 +37,7 @@ std::set<std::string> detect() {
   if (sse41)
     f.insert("sse41");
   uint64_t xcr0 = osxsave ? readXcr0() : 0;
-  const bool osAvx = (xcr0 & 0x6) == 0x6;          // SSE and AVX state
+  const bool osAvx = (xcr0 & 0x6) == 0x6;               // SSE and AVX state
   const bool osAvx512 = osAvx && (xcr0 & 0xe0) == 0xe0; // opmask, ZMM
   const bool osAmx = (xcr0 & 0x60000) == 0x60000;
   if (!osAvx)

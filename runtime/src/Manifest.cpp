@@ -98,8 +98,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
   if (m.spec.dtype != "f32" && m.spec.dtype != "bf16" && m.spec.dtype != "f16")
     return fail("spec.dtype must be f32, bf16 or f16, not '" + m.spec.dtype +
                 "'");
-  if (m.spec.h <= 0 || m.spec.n_kv <= 0 || m.spec.d_k <= 0 ||
-      m.spec.d_v <= 0 || m.spec.d <= 0 || m.spec.h % m.spec.n_kv != 0)
+  if (m.spec.h <= 0 || m.spec.n_kv <= 0 || m.spec.d_k <= 0 || m.spec.d_v <= 0 ||
+      m.spec.d <= 0 || m.spec.h % m.spec.n_kv != 0)
     return fail("spec sizes are inconsistent (h, kv, dk, dv, d)");
   if (m.device != "cpu" && m.device != "cuda" && m.device != "opencl")
     return fail("device must be cpu, cuda or opencl, not '" + m.device + "'");

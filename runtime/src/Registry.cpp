@@ -98,10 +98,11 @@ int makeKernel(const mhagen_kernel_desc *desc,
                     ", this runtime speaks ABI " +
                     std::to_string(MHAGEN_ABI_VERSION));
   if (k->manifest.symbol != desc->symbol)
-    return fail(MHAGEN_ERR_LOAD_FAILED,
-                std::string("kernel ") + sym + " manifest names symbol '" +
-                    k->manifest.symbol + "': the manifest does not belong "
-                                         "to this kernel");
+    return fail(MHAGEN_ERR_LOAD_FAILED, std::string("kernel ") + sym +
+                                            " manifest names symbol '" +
+                                            k->manifest.symbol +
+                                            "': the manifest does not belong "
+                                            "to this kernel");
   out = std::move(k);
   return MHAGEN_OK;
 }
@@ -170,7 +171,8 @@ static int findImpl(const char *key, const char *target, const char *backend,
     Registry &r = registry();
     std::shared_lock<std::shared_mutex> lock(r.mu);
     for (const auto &k : r.kernels)
-      if (matchesKey(*k, key) && (forced.empty() || k->manifest.target == forced) &&
+      if (matchesKey(*k, key) &&
+          (forced.empty() || k->manifest.target == forced) &&
           (!backend || k->manifest.backend == backend))
         candidates.push_back(k.get());
   }
@@ -189,13 +191,13 @@ static int findImpl(const char *key, const char *target, const char *backend,
       refusals += std::string(refusals.empty() ? "" : "; ") + tlsError;
       continue;
     }
-    if (!best || targetRank(k->manifest.target) >
-                     targetRank(best->manifest.target))
+    if (!best ||
+        targetRank(k->manifest.target) > targetRank(best->manifest.target))
       best = k;
   }
   if (!best)
-    return fail(lastCode, "no usable variant of '" + std::string(key) +
-                              "': " + refusals);
+    return fail(lastCode,
+                "no usable variant of '" + std::string(key) + "': " + refusals);
   clearError();
   *out = best;
   return MHAGEN_OK;
@@ -222,9 +224,9 @@ int mhagen_register_kernel(const mhagen_kernel_desc *desc) {
     return MHAGEN_OK; // registering twice is harmless
   for (const auto &other : r.kernels)
     if (other->manifest.symbol == k->manifest.symbol)
-      return fail(MHAGEN_ERR_LOAD_FAILED,
-                  "a different kernel named " + k->manifest.symbol +
-                      " is already registered");
+      return fail(MHAGEN_ERR_LOAD_FAILED, "a different kernel named " +
+                                              k->manifest.symbol +
+                                              " is already registered");
   r.byDesc[desc] = k.get();
   r.kernels.push_back(std::move(k));
   return MHAGEN_OK;

@@ -26,8 +26,7 @@ struct TensorView {
 int checkTensor(const TensorView &t, int64_t batch, int elemBytes,
                 uintptr_t &begin, uintptr_t &end) {
   if (!t.ptr)
-    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                std::string(t.name) + " is NULL");
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT, std::string(t.name) + " is NULL");
   if (reinterpret_cast<uintptr_t>(t.ptr) % static_cast<uintptr_t>(elemBytes))
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                 std::string(t.name) + " is not aligned to its element size (" +
@@ -96,18 +95,20 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   int64_t tkv = layer ? (a->t_kv ? a->t_kv : a->t_q) : a->t_kv;
   if (layer && a->t_kv != 0 && a->t_kv != a->t_q)
     return fail(MHAGEN_ERR_SHAPE_MISMATCH,
-                "t_kv is " + num(a->t_kv) + " but op = layer attends over its "
-                "own " + num(a->t_q) + " tokens: pass t_kv = 0 or t_q");
+                "t_kv is " + num(a->t_kv) +
+                    " but op = layer attends over its "
+                    "own " +
+                    num(a->t_q) + " tokens: pass t_kv = 0 or t_q");
   for (Size sz : {Size{"batch", a->batch, s.B}, Size{"t_q", a->t_q, s.T},
                   Size{"t_kv", tkv, layer ? s.T : s.T_kv}}) {
     if (sz.value < 1)
-      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                  std::string(sz.name) + " must be >= 1 (got " +
-                      num(sz.value) + ")");
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT, std::string(sz.name) +
+                                                   " must be >= 1 (got " +
+                                                   num(sz.value) + ")");
     if (sz.value > INT32_MAX)
-      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                  std::string(sz.name) + " must be < 2^31 (got " +
-                      num(sz.value) + ")");
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT, std::string(sz.name) +
+                                                   " must be < 2^31 (got " +
+                                                   num(sz.value) + ")");
     if (sz.fixed && sz.value != sz.fixed)
       return fail(MHAGEN_ERR_SHAPE_MISMATCH,
                   std::string(sz.name) + " is " + num(sz.value) +
@@ -124,12 +125,12 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   uintptr_t b = 0, e = 0;
   int rc;
   if (!layer) {
-    TensorView q{"q", a->q, a->t_q, s.h * s.d_k, a->q_token_stride,
-                 a->q_batch_stride};
-    TensorView k{"k", a->k, tkv, s.n_kv * s.d_k, a->k_token_stride,
-                 a->k_batch_stride};
-    TensorView v{"v", a->v, tkv, s.n_kv * s.d_v, a->v_token_stride,
-                 a->v_batch_stride};
+    TensorView q{
+        "q", a->q, a->t_q, s.h * s.d_k, a->q_token_stride, a->q_batch_stride};
+    TensorView k{
+        "k", a->k, tkv, s.n_kv * s.d_k, a->k_token_stride, a->k_batch_stride};
+    TensorView v{
+        "v", a->v, tkv, s.n_kv * s.d_v, a->v_token_stride, a->v_batch_stride};
     for (const TensorView &t : {q, k, v}) {
       if ((rc = checkTensor(t, a->batch, eb, b, e)) != MHAGEN_OK)
         return rc;
@@ -160,9 +161,9 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
         const void *p;
         int64_t elems;
       };
-      for (Bv bv : {Bv{"b_q", a->b_q, s.h * s.d_k},
-                    Bv{"b_k", a->b_k, s.n_kv * s.d_k},
-                    Bv{"b_v", a->b_v, s.n_kv * s.d_v}, Bv{"b_o", a->b_o, s.d}}) {
+      for (Bv bv :
+           {Bv{"b_q", a->b_q, s.h * s.d_k}, Bv{"b_k", a->b_k, s.n_kv * s.d_k},
+            Bv{"b_v", a->b_v, s.n_kv * s.d_v}, Bv{"b_o", a->b_o, s.d}}) {
         if ((rc = checkVector(bv.name, bv.p, eb)) != MHAGEN_OK)
           return rc;
         uintptr_t bb = reinterpret_cast<uintptr_t>(bv.p);
@@ -176,8 +177,12 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     }
   }
 
-  TensorView out{"out", a->out, a->t_q, layer ? s.d : s.h * s.d_v,
-                 a->out_token_stride, a->out_batch_stride};
+  TensorView out{"out",
+                 a->out,
+                 a->t_q,
+                 layer ? s.d : s.h * s.d_v,
+                 a->out_token_stride,
+                 a->out_batch_stride};
   if ((rc = checkTensor(out, a->batch, eb, b, e)) != MHAGEN_OK)
     return rc;
   for (const Range &r : inputs)

@@ -16,8 +16,8 @@ namespace {
 // Causal GQA attention, one sequence: q [T, h, dk], k/v [T, kv, dk].
 std::vector<double> attention(const std::vector<float> &q,
                               const std::vector<float> &k,
-                              const std::vector<float> &v, int T, int h,
-                              int kv, int dk) {
+                              const std::vector<float> &v, int T, int h, int kv,
+                              int dk) {
   std::vector<double> out(static_cast<size_t>(T * h * dk), 0.0);
   for (int hd = 0; hd < h; ++hd) {
     int g = hd / (h / kv);
@@ -90,8 +90,8 @@ int main() {
 
   // Through the header's entry point of the avx2 variant (any x86-64 CPU
   // with AVX2 runs it; the call is refused with a message otherwise).
-  int rc = demo_sdpa_avx2_sdpa(q.data(), k.data(), v.data(), out.data(), 1, T,
-                               T);
+  int rc =
+      demo_sdpa_avx2_sdpa(q.data(), k.data(), v.data(), out.data(), 1, T, T);
   if (rc != MHAGEN_OK) {
     std::printf("demo_sdpa_avx2: %s\n", mhagen_last_error());
     ++failures;

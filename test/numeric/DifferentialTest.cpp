@@ -108,23 +108,20 @@ int main(int argc, char **argv) {
     AttentionSpec spec = specOf(a);
     std::vector<ProblemSize> sizes =
         spec.T || spec.B
-            ? std::vector<ProblemSize>{{spec.B.value_or(2),
-                                        spec.T.value_or(64),
+            ? std::vector<ProblemSize>{{spec.B.value_or(2), spec.T.value_or(64),
                                         spec.T_kv.value_or(
                                             spec.T.value_or(64))}}
-            : spec.op == Op::Layer
-                  ? std::vector<ProblemSize>{{1, 1, 1}, {2, 77, 77}}
-                  : std::vector<ProblemSize>{{1, 1, 1}, {2, 77, 77},
-                                             {1, 33, 200}};
+        : spec.op == Op::Layer
+            ? std::vector<ProblemSize>{{1, 1, 1}, {2, 77, 77}}
+            : std::vector<ProblemSize>{{1, 1, 1}, {2, 77, 77}, {1, 33, 200}};
     for (ProblemSize z : sizes) {
       std::string name = "B" + std::to_string(z.B) + "_Tq" +
-                         std::to_string(z.Tq) + "_Tkv" +
-                         std::to_string(z.Tkv);
-      testing::RegisterTest(
-          mhagen_kernel_symbol(a), name.c_str(), nullptr, nullptr, __FILE__,
-          __LINE__, [a, b, spec, z]() -> testing::Test * {
-            return new AgreementCase(a, b, spec, z);
-          });
+                         std::to_string(z.Tq) + "_Tkv" + std::to_string(z.Tkv);
+      testing::RegisterTest(mhagen_kernel_symbol(a), name.c_str(), nullptr,
+                            nullptr, __FILE__, __LINE__,
+                            [a, b, spec, z]() -> testing::Test * {
+                              return new AgreementCase(a, b, spec, z);
+                            });
       ++registered;
     }
   }

@@ -2,8 +2,8 @@
 // (fused QKV) inputs and outputs, static sizes, determinism across thread
 // counts. Kernels come from the numeric test libraries given as arguments.
 #include "mhagen/harness/KernelHarness.h"
-#include "mhagen/reference/Numerics.h"
 #include "mhagen/manifest.hpp"
+#include "mhagen/reference/Numerics.h"
 #include "mhagen/runtime.h"
 #include "mhagen/spec/SpecParser.h"
 
@@ -33,9 +33,9 @@ AttentionSpec specOf(const mhagen_kernel *k) {
 } // namespace
 
 TEST(FullyMasked, PaddingLengthZeroGivesZeros) {
-  for (const char *name : {"t_sdpa_f32_padding_kv2_dk64",
-                           "t_sdpa_f32_causal_padding_kv1_dk80",
-                           "t_sdpa_bf16_padding_kv4_dk128"}) {
+  for (const char *name :
+       {"t_sdpa_f32_padding_kv2_dk64", "t_sdpa_f32_causal_padding_kv1_dk80",
+        "t_sdpa_bf16_padding_kv4_dk128"}) {
     const mhagen_kernel *k = kernel(name);
     ASSERT_NE(k, nullptr);
     ProblemOptions po;

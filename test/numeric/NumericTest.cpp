@@ -27,13 +27,13 @@ AttentionSpec specOf(const mhagen_kernel *k) {
 
 std::vector<ProblemSize> sizesFor(const AttentionSpec &s) {
   if (s.T || s.B) // a specialised kernel runs at its own sizes
-    return {{s.B.value_or(2), s.T.value_or(64),
-             s.T_kv.value_or(s.T.value_or(64))}};
+    return {
+        {s.B.value_or(2), s.T.value_or(64), s.T_kv.value_or(s.T.value_or(64))}};
   if (s.op == Op::Layer)
     return {{2, 1, 1}, {2, 7, 7}, {2, 64, 64}, {2, 129, 129}, {2, 1000, 1000}};
   // T = 1, 7, 64, 129, 1000; plus decode-like and KV-cache offsets.
-  return {{2, 1, 1},    {2, 1, 129},   {2, 7, 7},        {2, 7, 64},
-          {2, 64, 64},  {2, 129, 129}, {2, 1000, 1000}};
+  return {{2, 1, 1},   {2, 1, 129},   {2, 7, 7},      {2, 7, 64},
+          {2, 64, 64}, {2, 129, 129}, {2, 1000, 1000}};
 }
 
 class KernelCase : public testing::Test {
@@ -53,9 +53,8 @@ public:
                         << " Tq " << size_.Tq << " Tkv " << size_.Tkv
                         << ": max |err| " << c.maxAbsErr << " at index "
                         << c.worstIndex << ", " << c.failures
-                        << " elements beyond " << tol.atol << " + "
-                        << tol.rtol << "*|ref|"
-                        << (c.sawNaN ? " (NaN or Inf seen)" : "");
+                        << " elements beyond " << tol.atol << " + " << tol.rtol
+                        << "*|ref|" << (c.sawNaN ? " (NaN or Inf seen)" : "");
   }
 
 private:
@@ -91,11 +90,11 @@ int main(int argc, char **argv) {
         std::string name = "B" + std::to_string(z.B) + "_Tq" +
                            std::to_string(z.Tq) + "_Tkv" +
                            std::to_string(z.Tkv);
-        testing::RegisterTest(
-            mhagen_kernel_symbol(k), name.c_str(), nullptr, nullptr, __FILE__,
-            __LINE__, [k, spec, z]() -> testing::Test * {
-              return new KernelCase(k, spec, z);
-            });
+        testing::RegisterTest(mhagen_kernel_symbol(k), name.c_str(), nullptr,
+                              nullptr, __FILE__, __LINE__,
+                              [k, spec, z]() -> testing::Test * {
+                                return new KernelCase(k, spec, z);
+                              });
         ++registered;
       }
     }

@@ -9,8 +9,8 @@
 
 #include <array>
 #include <atomic>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mhagen::test {

@@ -74,8 +74,7 @@ TEST_F(Library, BestVariantForcedVariantAndRefusal) {
   ASSERT_EQ(mhagen_find("rt_variants", &k), MHAGEN_OK);
   EXPECT_STREQ(mhagen_kernel_target(k), "avx2");
   const mhagen_kernel *forced = nullptr;
-  EXPECT_EQ(mhagen_find_variant("rt_variants", "avx512_bf16", nullptr,
-                                &forced),
+  EXPECT_EQ(mhagen_find_variant("rt_variants", "avx512_bf16", nullptr, &forced),
             MHAGEN_ERR_UNSUPPORTED_CPU);
   EXPECT_NE(std::strstr(mhagen_last_error(), "avx512_bf16"), nullptr);
   // Even a direct call to the refused variant's entry point is checked.
@@ -102,8 +101,8 @@ TEST_F(Library, ManyThreadsCallingConcurrently) {
   for (int t = 0; t < kThreads; ++t) {
     ProblemOptions po;
     po.seed = 100 + t;
-    problems.push_back(
-        std::make_unique<Problem>(spec, ProblemSize{1 + t % 2, 17 + t, 17 + t}, po));
+    problems.push_back(std::make_unique<Problem>(
+        spec, ProblemSize{1 + t % 2, 17 + t, 17 + t}, po));
     mhagen_call_args a = problems.back()->args();
     ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
     ASSERT_TRUE(problems.back()->check({}).ok());

@@ -106,7 +106,8 @@ TEST(Registry, PicksTheBestVariantTheCpuRuns) {
 
   mhagen_override_cpu_features("avx2 fma f16c avx512f avx512bw");
   const mhagen_kernel *k = nullptr;
-  for (const char *key : {"pick", "hash_pick", "op=sdpa;d=32;h=4;kv=2;dk=8;dv=8;pick"}) {
+  for (const char *key :
+       {"pick", "hash_pick", "op=sdpa;d=32;h=4;kv=2;dk=8;dv=8;pick"}) {
     ASSERT_EQ(mhagen_find(key, &k), MHAGEN_OK) << key;
     EXPECT_STREQ(mhagen_kernel_target(k), "avx512") << key;
   }
@@ -135,7 +136,8 @@ TEST(Registry, PicksTheBestVariantTheCpuRuns) {
 
 TEST(Registry, ForcedVariantAndEnvironmentOverride) {
   static FakeKernel a2(fakeManifest("force", "force_avx2", "avx2", kAvx2));
-  static FakeKernel a5(fakeManifest("force", "force_avx512", "avx512", kAvx512));
+  static FakeKernel a5(
+      fakeManifest("force", "force_avx512", "avx512", kAvx512));
   mhagen_register_kernel(&a2.desc);
   mhagen_register_kernel(&a5.desc);
   mhagen_override_cpu_features("avx2 fma f16c avx512f avx512bw");
@@ -230,8 +232,7 @@ TEST_F(Validation, NullArgs) {
 TEST_F(Validation, CallerAbiVersion) {
   Buffers b;
   b.args.abi_version = 0;
-  expectError(plain_, &b.args, MHAGEN_ERR_ABI_MISMATCH,
-              "carry ABI version 0");
+  expectError(plain_, &b.args, MHAGEN_ERR_ABI_MISMATCH, "carry ABI version 0");
 }
 TEST_F(Validation, ReservedFlags) {
   Buffers b;
@@ -245,8 +246,7 @@ TEST_F(Validation, NonPositiveSizes) {
               "batch must be >= 1 (got 0)");
   Buffers c;
   c.args.t_q = -3;
-  expectError(plain_, &c.args, MHAGEN_ERR_INVALID_ARGUMENT,
-              "t_q must be >= 1");
+  expectError(plain_, &c.args, MHAGEN_ERR_INVALID_ARGUMENT, "t_q must be >= 1");
   Buffers d;
   d.args.t_kv = 0;
   expectError(plain_, &d.args, MHAGEN_ERR_INVALID_ARGUMENT,
@@ -304,8 +304,7 @@ TEST_F(Validation, BatchStrideTooSmall) {
 TEST_F(Validation, StrideBeyond32Bits) {
   Buffers b;
   b.args.out_token_stride = int64_t(1) << 32;
-  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
-              "out is too large");
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT, "out is too large");
 }
 TEST_F(Validation, OutputAliasingAnInput) {
   Buffers b;
@@ -410,9 +409,9 @@ TEST(Threads, ConcurrentLookupsRegistrationsAndCalls) {
   ASSERT_EQ(mhagen_register_kernel(&conc.desc), MHAGEN_OK);
   std::vector<std::unique_ptr<FakeKernel>> extra;
   for (int i = 0; i < 8; ++i)
-    extra.push_back(std::make_unique<FakeKernel>(fakeManifest(
-        "conc_extra" + std::to_string(i), "conc_extra" + std::to_string(i),
-        "avx2", kAvx2)));
+    extra.push_back(std::make_unique<FakeKernel>(
+        fakeManifest("conc_extra" + std::to_string(i),
+                     "conc_extra" + std::to_string(i), "avx2", kAvx2)));
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 16; ++t)

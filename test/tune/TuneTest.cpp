@@ -3,12 +3,12 @@
 // database has nothing for a spec, failed trials, and the search beating
 // random sampling at equal budget. Trials run through a fake runner with a
 // known landscape (FakeRunner.cpp).
+#include "mhagen/halide/HalideBackend.h"
 #include "mhagen/spec/SpecParser.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/tune/ScheduleSearch.h"
 #include "mhagen/tune/TunedSchedule.h"
 #include "mhagen/tune/Tuner.h"
-#include "mhagen/halide/HalideBackend.h"
 
 #include <gtest/gtest.h>
 
@@ -63,8 +63,7 @@ TEST(SearchSpace, ConstraintsRuleOutInvalidPoints) {
   EXPECT_NE(space.violation(p).find("multiple of s_keys"), std::string::npos);
   p = space.defaults;
   p["channel_block"] = 7;
-  EXPECT_NE(space.violation(p).find("not an allowed value"),
-            std::string::npos);
+  EXPECT_NE(space.violation(p).find("not an allowed value"), std::string::npos);
   p = space.defaults;
   p["tokens_per_tile"] = 128;
   p["heads_per_tile"] = 2; // 256 rows ... fine, but scratch limits apply
@@ -309,8 +308,7 @@ TEST(Tuner, GenerationFallsBackWithoutARecord) {
   AttentionSpec other = testSpec();
   other.n_kv = 4;
   EXPECT_FALSE(applyTuningDatabase(other, o.dbPath, g));
-  EXPECT_NE(g.scheduleSource.note.find("no correct record"),
-            std::string::npos);
+  EXPECT_NE(g.scheduleSource.note.find("no correct record"), std::string::npos);
   GenerateOptions h;
   ASSERT_TRUE(applyTuningDatabase(testSpec(), o.dbPath, h));
   EXPECT_EQ(h.scheduleSource.kind, "tuned");

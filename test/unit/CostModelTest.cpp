@@ -12,8 +12,8 @@ static AttentionSpec spec(const std::string &fields) {
 
 TEST(CostModel, Gpt2SmallParameters) {
   // d = 768, h = 12, biases: 4*d^2 + 4*d = 2,362,368 per layer.
-  CostReport r = computeCost(spec("d = 768; h = 12; bias = true"), 1024,
-                             1024, 1);
+  CostReport r =
+      computeCost(spec("d = 768; h = 12; bias = true"), 1024, 1024, 1);
   EXPECT_EQ(r.paramsWq, 768 * 768);
   EXPECT_EQ(r.paramsBias, 4 * 768);
   EXPECT_EQ(r.paramsTotal, 2362368);
@@ -44,15 +44,15 @@ TEST(CostModel, FlopsAndVisitedPairs) {
   EXPECT_DOUBLE_EQ(r.flopsProjections, 0.0); // sdpa has none
   EXPECT_DOUBLE_EQ(r.flopsNominalAttention, 4.0 * 3 * 2 * 4 * 4 * 8);
   // window(2), T = 4: rows see 1, 2, 2, 2 keys.
-  EXPECT_EQ(visitedPairs(spec("d = 8; h = 1; mask = window(2)").mask, 4, 4),
-            7);
+  EXPECT_EQ(visitedPairs(spec("d = 8; h = 1; mask = window(2)").mask, 4, 4), 7);
   // KV cache: Tq = 2, Tkv = 5: the queries sit at positions 3 and 4.
   EXPECT_EQ(visitedPairs(s.mask, 2, 5), 4 + 5);
   // Layer projections: 2*T*d*(h*dk) + 2*T*d*kv*(dk+dv) + 2*T*h*dv*d.
   AttentionSpec l = spec("d = 16; h = 4; kv = 2");
   CostReport lr = computeCost(l, 3, 3, 1);
-  EXPECT_DOUBLE_EQ(lr.flopsProjections,
-                   2.0 * 3 * 16 * 16 + 2.0 * 3 * 16 * 2 * 8 + 2.0 * 3 * 16 * 16);
+  EXPECT_DOUBLE_EQ(lr.flopsProjections, 2.0 * 3 * 16 * 16 +
+                                            2.0 * 3 * 16 * 2 * 8 +
+                                            2.0 * 3 * 16 * 16);
 }
 
 TEST(CostModel, MaskAllowsMatchesDesign) {

@@ -1,7 +1,7 @@
 // The reference kernels are the oracle of every numerical test, so their
 // own tests are worked by hand.
-#include "mhagen/reference/Numerics.h"
 #include "mhagen/reference/Reference.h"
+#include "mhagen/reference/Numerics.h"
 #include "mhagen/spec/SpecParser.h"
 
 #include <gtest/gtest.h>
@@ -108,8 +108,8 @@ TEST(Reference, CausalKvCacheOffsetAndPadding) {
   // it sees only key 0, so the output is exactly v0.
   AttentionSpec s = spec("op = sdpa; d = 2; h = 1; dk = 2; mask = causal & "
                          "padding");
-  std::vector<float> q = {1, 1}, k = randomVec(3 * 2, 2), v = {7, 8, 1, 2,
-                                                              3, 4};
+  std::vector<float> q = {1, 1}, k = randomVec(3 * 2, 2),
+                     v = {7, 8, 1, 2, 3, 4};
   std::vector<int32_t> lens = {1};
   ref::SdpaArgs a;
   a.Tq = 1;
@@ -132,7 +132,8 @@ TEST(Reference, GqaWithKvEqualHIsMha) {
   // specs must give the same numbers.
   const int64_t T = 5, h = 3, dk = 4;
   AttentionSpec s = spec("op = sdpa; d = 12; h = 3; mask = causal");
-  AttentionSpec one = spec("op = sdpa; d = 4; h = 1; mask = causal; scale = 0.5");
+  AttentionSpec one =
+      spec("op = sdpa; d = 4; h = 1; mask = causal; scale = 0.5");
   std::vector<float> q = randomVec(T * h * dk, 3), k = randomVec(T * h * dk, 4),
                      v = randomVec(T * h * dk, 5);
   ref::SdpaArgs a;
@@ -190,18 +191,19 @@ TEST(Reference, MqaEqualsEveryHeadReadingOneKv) {
 TEST(Reference, ConcatThenProjectEqualsSumOfPerHeadProjections) {
   // Y = concat(O_1..O_h) W_O == sum_i O_i W_O[i*dv:(i+1)*dv, :].
   const int64_t rows = 5, h = 3, dv = 4, d = 6;
-  std::vector<float> O = randomVec(rows * h * dv, 9), W = randomVec(h * dv * d, 10);
-  auto concat = ref::project<double>(O.data(), rows, h * dv, W.data(), d,
-                                     nullptr);
+  std::vector<float> O = randomVec(rows * h * dv, 9),
+                     W = randomVec(h * dv * d, 10);
+  auto concat =
+      ref::project<double>(O.data(), rows, h * dv, W.data(), d, nullptr);
   std::vector<double> sum(rows * d, 0.0);
   for (int64_t i = 0; i < h; ++i) {
-    std::vector<float> Oi, Wi(W.begin() + i * dv * d,
-                              W.begin() + (i + 1) * dv * d);
+    std::vector<float> Oi,
+        Wi(W.begin() + i * dv * d, W.begin() + (i + 1) * dv * d);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < dv; ++c)
         Oi.push_back(O[r * h * dv + i * dv + c]);
-    auto part = ref::project<double>(Oi.data(), rows, dv, Wi.data(), d,
-                                     nullptr);
+    auto part =
+        ref::project<double>(Oi.data(), rows, dv, Wi.data(), d, nullptr);
     for (size_t j = 0; j < sum.size(); ++j)
       sum[j] += part[j];
   }
@@ -239,12 +241,12 @@ TEST(Reference, LayerEqualsProjectionsAroundSdpa) {
   auto toF = [](const std::vector<double> &v) {
     return std::vector<float>(v.begin(), v.end());
   };
-  auto Q = toF(ref::project<double>(x.data(), B * T, d, wq.data(), h * dk,
-                                    bq.data()));
-  auto K = toF(ref::project<double>(x.data(), B * T, d, wk.data(), kv * dk,
-                                    bk.data()));
-  auto V = toF(ref::project<double>(x.data(), B * T, d, wv.data(), kv * dv,
-                                    bv.data()));
+  auto Q = toF(
+      ref::project<double>(x.data(), B * T, d, wq.data(), h * dk, bq.data()));
+  auto K = toF(
+      ref::project<double>(x.data(), B * T, d, wk.data(), kv * dk, bk.data()));
+  auto V = toF(
+      ref::project<double>(x.data(), B * T, d, wv.data(), kv * dv, bv.data()));
   ref::SdpaArgs sa;
   sa.B = B;
   sa.Tq = sa.Tkv = T;
@@ -252,8 +254,8 @@ TEST(Reference, LayerEqualsProjectionsAroundSdpa) {
   sa.k = K.data();
   sa.v = V.data();
   auto O = toF(ref::sdpa<double>(s, sa));
-  auto y2 = ref::project<double>(O.data(), B * T, h * dv, wo.data(), d,
-                                 bo.data());
+  auto y2 =
+      ref::project<double>(O.data(), B * T, h * dv, wo.data(), d, bo.data());
   for (size_t i = 0; i < y.size(); ++i)
     EXPECT_NEAR(y[i], y2[i], 1e-5); // y2 went through f32 intermediates
 }
@@ -267,8 +269,8 @@ TEST(Numerics, Bf16AndF16RoundToNearestEven) {
   EXPECT_EQ(floatToF16(1.0f), 0x3c00);
   EXPECT_EQ(f16ToFloat(0x3c00), 1.0f);
   EXPECT_EQ(floatToF16(65504.0f), 0x7bff);
-  EXPECT_EQ(floatToF16(1e6f), 0x7c00);          // overflow: inf
-  EXPECT_EQ(f16ToFloat(0x0001), 5.9604645e-8f); // smallest subnormal
+  EXPECT_EQ(floatToF16(1e6f), 0x7c00);             // overflow: inf
+  EXPECT_EQ(f16ToFloat(0x0001), 5.9604645e-8f);    // smallest subnormal
   EXPECT_EQ(roundToF16(1.0f + 1.0f / 2048), 1.0f); // tie to even
   EXPECT_EQ(roundToF16(-2.5f), -2.5f);
 }

@@ -117,13 +117,12 @@ TEST(Spec, UnnamedSpecRoundTripsThroughDerivedName) {
 }
 
 TEST(Spec, MaskAlgebraNormalises) {
-  EXPECT_EQ(one("spec a { d = 8; h = 1; mask = padding & causal }")
-                .mask.str(),
+  EXPECT_EQ(one("spec a { d = 8; h = 1; mask = padding & causal }").mask.str(),
             "causal & padding");
   // window implies causal, so the canonical form drops "causal".
-  EXPECT_EQ(one("spec a { d = 8; h = 1; mask = causal & window(3) }")
-                .mask.str(),
-            "window(3)");
+  EXPECT_EQ(
+      one("spec a { d = 8; h = 1; mask = causal & window(3) }").mask.str(),
+      "window(3)");
   EXPECT_EQ(one("spec a { d = 8; h = 1; mask = none }").mask.str(), "none");
 }
 
@@ -155,8 +154,7 @@ TEST(SpecErrors, HeadsNotDivisibleByKv) {
 
 TEST(SpecErrors, ZeroAndNegativeSizes) {
   EXPECT_EQ(firstError("spec a { d = 64; h = 4; dk = 0 }").field, "dk");
-  EXPECT_EQ(firstError("spec a { d = 64; h = 4; dk = 0 }").rule,
-            "must be > 0");
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; dk = 0 }").rule, "must be > 0");
   EXPECT_EQ(firstError("spec a { d = -64; h = 4 }").rule, "must be > 0");
   EXPECT_EQ(firstError("spec a { d = 64; h = four }").rule,
             "must be a positive integer");
@@ -200,8 +198,9 @@ TEST(SpecErrors, MaskColumnsPointIntoTheExpression) {
 }
 
 TEST(SpecErrors, SyntaxAndDuplicates) {
-  EXPECT_NE(firstError("spec a { d = 64\n h = 4").rule.find("missing its "
-                                                             "closing"),
+  EXPECT_NE(firstError("spec a { d = 64\n h = 4")
+                .rule.find("missing its "
+                           "closing"),
             std::string::npos);
   EXPECT_NE(firstError("spec a { d = 64; d = 65; h = 4 }")
                 .rule.find("field given twice"),

@@ -76,7 +76,8 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("-o,--out-dir", o->outDir, "output directory")
       ->capture_default_str();
   cmd->add_option("--emit", o->emit,
-                  "also write IRs: stmt,html,llvm,asm (halide); mlir,mlir.<stage>,llvm,asm (mlir); ptx (cuda)");
+                  "also write IRs: stmt,html,llvm,asm (halide); "
+                  "mlir,mlir.<stage>,llvm,asm (mlir); ptx (cuda)");
   cmd->add_flag("--shared", o->shared,
                 "also link a loadable shared library of all kernels");
   cmd->add_option("--lib-name", o->libName,

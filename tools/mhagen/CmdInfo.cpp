@@ -122,19 +122,18 @@ void addInspectCommand(CLI::App &app, int &exitCode) {
       std::cout << m.symbol << "\n"
                 << "  spec      " << m.kernelName << " (hash " << m.spec.hash
                 << ")\n"
-                << "  op        " << m.spec.op << ", h " << m.spec.h
-                << ", kv " << m.spec.n_kv << ", dk " << m.spec.d_k << ", dv "
-                << m.spec.d_v << ", d " << m.spec.d << ", dtype "
-                << m.spec.dtype << "\n"
+                << "  op        " << m.spec.op << ", h " << m.spec.h << ", kv "
+                << m.spec.n_kv << ", dk " << m.spec.d_k << ", dv " << m.spec.d_v
+                << ", d " << m.spec.d << ", dtype " << m.spec.dtype << "\n"
                 << "  target    " << m.target << " (" << m.backend << ", "
                 << m.device << "), ABI " << m.abiVersion << ", mhagen "
                 << m.mhagenVersion << "\n"
                 << "  schedule  " << m.scheduleJson << "\n"
                 << "  tuning    " << m.tuningJson << "\n"
                 << "  runs here "
-                << (usable == MHAGEN_OK ? std::string("yes")
-                                        : std::string("no: ") +
-                                              mhagen_last_error())
+                << (usable == MHAGEN_OK
+                        ? std::string("yes")
+                        : std::string("no: ") + mhagen_last_error())
                 << "\n";
     }
     if (o->format == "json")

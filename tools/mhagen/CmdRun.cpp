@@ -15,10 +15,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <thread>
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 namespace mhagen::cli {
 
@@ -40,8 +40,8 @@ struct RunOpts {
 };
 
 std::string runKernelTool() {
-  for (const char *rel : {"/mhagen-run-kernel",
-                          "/../mhagen-run-kernel/mhagen-run-kernel"}) {
+  for (const char *rel :
+       {"/mhagen-run-kernel", "/../mhagen-run-kernel/mhagen-run-kernel"}) {
     std::string p = executableDir() + rel;
     if (fileExists(p))
       return p;
@@ -86,14 +86,19 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
   if (spec.target.isGpu()) {
     // GPU kernels run in a process without Halide's LLVM (see
     // mhagen-run-kernel).
-    std::vector<std::string> argv = {
-        runKernelTool(),       libPath,
-        key,                   "--B",
-        std::to_string(size.B), "--T",
-        std::to_string(size.Tq), "--Tkv",
-        std::to_string(size.Tkv), "--reps",
-        std::to_string(o.reps), "--seed",
-        std::to_string(o.seed)};
+    std::vector<std::string> argv = {runKernelTool(),
+                                     libPath,
+                                     key,
+                                     "--B",
+                                     std::to_string(size.B),
+                                     "--T",
+                                     std::to_string(size.Tq),
+                                     "--Tkv",
+                                     std::to_string(size.Tkv),
+                                     "--reps",
+                                     std::to_string(o.reps),
+                                     "--seed",
+                                     std::to_string(o.seed)};
     if (o.threads > 0) {
       argv.push_back("--threads");
       argv.push_back(std::to_string(o.threads));
@@ -123,12 +128,12 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
   if (mhagen_load_library(libPath.c_str(), &lib) != MHAGEN_OK)
     throw std::runtime_error(mhagen_last_error());
   const mhagen_kernel *k = nullptr;
-  int rc = o.lib.empty()
-               ? mhagen_find(symbol.c_str(), &k)
-               : mhagen_find_variant(key.c_str(),
-                                     o.variant.empty() ? nullptr
-                                                       : o.variant.c_str(),
-                                     nullptr, &k);
+  int rc =
+      o.lib.empty()
+          ? mhagen_find(symbol.c_str(), &k)
+          : mhagen_find_variant(key.c_str(),
+                                o.variant.empty() ? nullptr : o.variant.c_str(),
+                                nullptr, &k);
   if (rc != MHAGEN_OK)
     throw std::runtime_error(mhagen_last_error());
   RunCheckOptions ro;
@@ -148,8 +153,9 @@ void addRunCommand(CLI::App &app, int &exitCode) {
              "and time it");
   auto o = std::make_shared<RunOpts>();
   o->spec.addTo(*cmd);
-  cmd->add_option("--B", o->B, "batch")->capture_default_str()->check(
-      CLI::PositiveNumber);
+  cmd->add_option("--B", o->B, "batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--T", o->T, "query tokens")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

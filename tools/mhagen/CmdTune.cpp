@@ -107,15 +107,14 @@ int report(const std::string &dbPath, const std::vector<AttentionSpec> &only,
       } else if (!best || r->medianMs < best->medianMs) {
         best = r;
       }
-      if (r->phase == "default" || (r->phase == "remeasure" && deflt &&
-                                    r->params == deflt->params))
+      if (r->phase == "default" ||
+          (r->phase == "remeasure" && deflt && r->params == deflt->params))
         deflt = r;
     }
     if (!g.trials.empty()) {
       try {
-        kernelName = parseSpecs(g.trials[0]->specCanonical, "db")
-                         .at(0)
-                         .kernelName();
+        kernelName =
+            parseSpecs(g.trials[0]->specCanonical, "db").at(0).kernelName();
       } catch (...) {
         kernelName = g.trials[0]->specHash;
       }
@@ -245,9 +244,9 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
         specs = o->spec.build();
       if (o->report) {
         bool explicitSpecs = !o->spec.files().empty();
-        exitCode = report(o->db, explicitSpecs ? specs
-                                               : std::vector<AttentionSpec>{},
-                          o->plot);
+        exitCode =
+            report(o->db, explicitSpecs ? specs : std::vector<AttentionSpec>{},
+                   o->plot);
         return;
       }
     } catch (const SpecError &e) {

@@ -134,8 +134,8 @@ struct MhaTileAndVectorizePass
     padding.setPaddingDimensions(dims);
     SmallVector<Attribute> zeros;
     for (OpOperand &operand : block->getOpOperands())
-      zeros.push_back(rewriter.getZeroAttr(
-          getElementTypeOrSelf(operand.get().getType())));
+      zeros.push_back(
+          rewriter.getZeroAttr(getElementTypeOrSelf(operand.get().getType())));
     padding.setPaddingValues(zeros);
     padding.setCopyBackOp(linalg::LinalgPaddingOptions::CopyBackOp::None);
     linalg::LinalgOp padded;

@@ -15,10 +15,10 @@ namespace mhagen {
 /// The spec as the runtime needs it (the runtime does not include the
 /// compiler's AttentionSpec). Static sizes are 0 when set at call time.
 struct ManifestSpec {
-  std::string canonical;    ///< spec-language text (AttentionSpec::canonical)
-  std::string semanticKey;  ///< AttentionSpec::semanticKey
-  std::string hash;         ///< AttentionSpec::hash
-  std::string op;           ///< "sdpa" | "layer"
+  std::string canonical;   ///< spec-language text (AttentionSpec::canonical)
+  std::string semanticKey; ///< AttentionSpec::semanticKey
+  std::string hash;        ///< AttentionSpec::hash
+  std::string op;          ///< "sdpa" | "layer"
   int64_t d = 0, h = 0, d_k = 0, d_v = 0, n_kv = 0;
   bool causal = false;
   int64_t window = 0;

@@ -50,7 +50,9 @@ public:
     check(mhagen_call(k_, &args));
   }
   /// Status-code form, for callers that do not use exceptions.
-  int call(const mhagen_call_args &args) const { return mhagen_call(k_, &args); }
+  int call(const mhagen_call_args &args) const {
+    return mhagen_call(k_, &args);
+  }
 
   std::string symbol() const { return mhagen_kernel_symbol(k_); }
   std::string name() const { return mhagen_kernel_name(k_); }

@@ -174,8 +174,7 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
   os << "  %r = scf.for %b = %c0 to %B step %c1 iter_args(%acc = %init) -> ("
      << ot << ") {\n";
   os << "    %xb = tensor.extract_slice %xt[%b, 0, 0] [1, " << tSize << ", "
-     << D
-     << "] [1, 1, 1] : " << xt << " to " << rows(s.d, et) << "\n";
+     << D << "] [1, 1, 1] : " << xt << " to " << rows(s.d, et) << "\n";
   // y = a W (+ bias) in f32 rows [T, n].
   auto gemm = [&](const std::string &name, const std::string &a,
                   const std::string &aType, const std::string &w, int64_t k,
@@ -212,8 +211,8 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
                            std::to_string(width) + "xf32>";
     os << "    %" << name << " = tensor.expand_shape " << y
        << " [[0, 1], [2, 3]] output_shape [1, " << tSize << ", " << count
-       << ", " << width
-       << "] : " << rows(count * width, "f32") << " into " << ht << "\n";
+       << ", " << width << "] : " << rows(count * width, "f32") << " into "
+       << ht << "\n";
     return ht;
   };
   const std::string xr = rows(s.d, et);
@@ -256,8 +255,7 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
     os << "      linalg.yield %yv : f32\n";
   os << "    } -> " << ob << "\n";
   os << "    %next = tensor.insert_slice %yout into %acc[%b, 0, 0] [1, "
-     << tSize << ", "
-     << D << "] [1, 1, 1] : " << ob << " into " << ot << "\n";
+     << tSize << ", " << D << "] [1, 1, 1] : " << ob << " into " << ot << "\n";
   os << "    scf.yield %next : " << ot << "\n  }\n";
   os << "  bufferization.materialize_in_destination %r in restrict writable "
         "%out : ("

@@ -409,7 +409,8 @@ BackendResult compileWithMlir(const AttentionSpec &s,
       stages += (stages.empty() ? "" : ", ") + stage.name;
     }
     if (!ok)
-      throw BackendError("emit", e + " is not produced by the mlir backend; "
+      throw BackendError("emit", e +
+                                     " is not produced by the mlir backend; "
                                      "it emits mlir (every stage), "
                                      "mlir.<stage> (" +
                                      stages + "), llvm and asm");
@@ -444,9 +445,9 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   mha::PipelineOptions pipeline = pipelineOptions(r.schedule);
   // Masked 16-bit loads exist with AVX-512BW; for bf16 elements LLVM also
   // needs the BF16 extension, or it scalarizes them (minutes per kernel).
-  pipeline.masked16 = t.vectorWidth == 16 &&
-                      (s.dtype != DType::BF16 ||
-                       s.target.kind == TargetKind::Avx512Bf16);
+  pipeline.masked16 =
+      t.vectorWidth == 16 &&
+      (s.dtype != DType::BF16 || s.target.kind == TargetKind::Avx512Bf16);
   for (const mha::PipelineStage &stage : mha::mhaPipelineStages(pipeline)) {
     mlir::PassManager pm(&ctx);
     stage.build(pm);

@@ -37,7 +37,7 @@ inline uint16_t floatToF16(float f) {
     return static_cast<uint16_t>(sign | 0x7e00u);
   if (mag >= 0x477ff000u) // rounds to >= 65520: infinity
     return static_cast<uint16_t>(sign | 0x7c00u);
-  if (mag < 0x38800000u) { // subnormal or zero in f16
+  if (mag < 0x38800000u) {                  // subnormal or zero in f16
     float v = bitsFloat(mag) * 16777216.0f; // scale by 2^24, round to int
     uint32_t r = static_cast<uint32_t>(v);
     float frac = v - static_cast<float>(r);

@@ -23,11 +23,11 @@ namespace mhagen::ref {
 
 /// [B, T, heads*width] -> [B, heads, T, width]: head i owns features
 /// i*width .. (i+1)*width-1 of every token.
-std::vector<float> splitHeads(const std::vector<float> &x, int64_t B,
-                              int64_t T, int64_t heads, int64_t width);
+std::vector<float> splitHeads(const std::vector<float> &x, int64_t B, int64_t T,
+                              int64_t heads, int64_t width);
 /// Exact inverse of splitHeads: [B, heads, T, width] -> [B, T, heads*width].
-std::vector<float> mergeHeads(const std::vector<float> &x, int64_t B,
-                              int64_t T, int64_t heads, int64_t width);
+std::vector<float> mergeHeads(const std::vector<float> &x, int64_t B, int64_t T,
+                              int64_t heads, int64_t width);
 
 /// Numerically stable softmax over the visible entries of one row
 /// (subtract the row max); hidden entries get 0. A row with nothing

@@ -54,18 +54,18 @@ struct MaskSpec {
 };
 
 struct AttentionSpec {
-  std::string name; ///< user label; empty means "use derivedName()"
+  std::string name;  ///< user label; empty means "use derivedName()"
   Op op = Op::Layer; ///< the full layer unless the spec says sdpa
-  int64_t d = 0;    ///< model width
-  int64_t h = 0;    ///< query heads
-  int64_t d_k = 0;  ///< query/key head width
-  int64_t d_v = 0;  ///< value head width
-  int64_t n_kv = 0; ///< key/value heads (h % n_kv == 0)
+  int64_t d = 0;     ///< model width
+  int64_t h = 0;     ///< query heads
+  int64_t d_k = 0;   ///< query/key head width
+  int64_t d_v = 0;   ///< value head width
+  int64_t n_kv = 0;  ///< key/value heads (h % n_kv == 0)
   MaskSpec mask;
   DType dtype = DType::F32;
-  bool bias = false;                ///< projection biases (op = layer only)
-  std::optional<double> scale;      ///< unset: 1/sqrt(d_k)
-  Target target;                    ///< where it runs
+  bool bias = false;           ///< projection biases (op = layer only)
+  std::optional<double> scale; ///< unset: 1/sqrt(d_k)
+  Target target;               ///< where it runs
   Backend backend = Backend::Halide;
   std::optional<int64_t> T;    ///< static query length
   std::optional<int64_t> T_kv; ///< static key/value length

@@ -45,7 +45,7 @@ struct CostReport {
   int64_t visitedPairs = 0; ///< per sequence and head
   int64_t totalPairs = 0;   ///< Tq * Tkv
   int64_t kvBytesPerToken = 0;
-  int64_t naiveScoreBytes = 0; ///< h*Tq*Tkv f32 scores, one sequence
+  int64_t naiveScoreBytes = 0;   ///< h*Tq*Tkv f32 scores, one sequence
   int64_t fusedScratchBytes = 0; ///< per thread, default tiles
   int64_t fusedQueryTile = 0, fusedKeyTile = 0;
 };

@@ -1,7 +1,8 @@
 // The spec language (*.mha files) and the command-line flags both produce
 // RawSpecs (field -> text, with source locations); buildSpec() turns a
 // RawSpec into a validated AttentionSpec. Both routes therefore share every
-// default, conversion and error message. The grammar is in docs/spec-language.md.
+// default, conversion and error message. The grammar is in
+// docs/spec-language.md.
 #ifndef MHAGEN_SPEC_SPECPARSER_H
 #define MHAGEN_SPEC_SPECPARSER_H
 

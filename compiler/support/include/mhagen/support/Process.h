@@ -40,7 +40,7 @@ private:
   bool keep_ = false;
 };
 
-std::string readFile(const std::string &path);          ///< throws on error
+std::string readFile(const std::string &path);             ///< throws on error
 std::vector<char> readBinaryFile(const std::string &path); ///< throws
 void writeFile(const std::string &path, const std::string &data); ///< throws
 /// Writes to path + ".tmp.<pid>" and renames over path: readers never see

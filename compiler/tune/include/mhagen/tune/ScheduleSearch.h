@@ -20,7 +20,7 @@
 namespace mhagen {
 
 struct SearchOptions {
-  int budget = 60;              ///< trials, the default point included
+  int budget = 60;                 ///< trials, the default point included
   std::string strategy = "evolve"; ///< evolve | random
   uint32_t seed = 1;
   int shardIndex = 0, shardCount = 1; ///< --shard i/n

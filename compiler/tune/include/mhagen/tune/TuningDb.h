@@ -36,7 +36,7 @@ struct TrialRecord {
   std::string mhagenVersion;
   ScheduleParams params;
   TrialStatus status = TrialStatus::Ok;
-  std::string error;          ///< why, when not Ok
+  std::string error; ///< why, when not Ok
   double medianMs = 0, minMs = 0;
   std::vector<double> timesMs; ///< per measurement round
   int reps = 0;
