@@ -120,23 +120,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
 
   const int64_t dk = s.d_k, dv = s.d_v;
   space.violation = [=](const ScheduleParams &p) -> std::string {
-    for (const auto &decl : space.params) {
-      auto it = p.find(decl.name);
-      if (it == p.end())
-        return "missing " + decl.name;
-      if (std::find(decl.values.begin(), decl.values.end(), it->second) ==
-          decl.values.end())
-        return decl.name + " = " + std::to_string(it->second) +
-               " is not an allowed value";
-    }
-    for (const auto &[name, value] : p) {
-      bool known = false;
-      for (const auto &decl : space.params)
-        known |= decl.name == name;
-      if (!known)
-        return "unknown schedule parameter " + name;
-      (void)value;
-    }
+    if (std::string why = declaredViolation(space.params, p); !why.empty())
+      return why;
     const int64_t w = p.at("vector_width");
     const int64_t hpT = p.at("heads_per_tile"), tt = p.at("tokens_per_tile");
     const int64_t rowsT = roundUp(hpT * tt, w);

@@ -66,23 +66,8 @@ ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
   d["lane_threads"] = 32;
   space.defaults = d;
   space.violation = [=](const ScheduleParams &p) -> std::string {
-    for (const auto &decl : space.params) {
-      auto it = p.find(decl.name);
-      if (it == p.end())
-        return "missing " + decl.name;
-      if (std::find(decl.values.begin(), decl.values.end(), it->second) ==
-          decl.values.end())
-        return decl.name + " = " + std::to_string(it->second) +
-               " is not an allowed value";
-    }
-    for (const auto &[name, value] : p) {
-      bool known = false;
-      for (const auto &decl : space.params)
-        known |= decl.name == name;
-      if (!known)
-        return "unknown schedule parameter " + name;
-      (void)value;
-    }
+    if (std::string why = declaredViolation(space.params, p); !why.empty())
+      return why;
     const int64_t rows = p.at("heads_per_tile") * p.at("tokens_per_tile");
     const int64_t lanes = p.at("lane_threads");
     if (group % p.at("heads_per_tile"))

@@ -2,7 +2,27 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace mhagen {
+
+std::string declaredViolation(const std::vector<ParamDecl> &params,
+                              const ScheduleParams &p) {
+  for (const ParamDecl &decl : params) {
+    auto it = p.find(decl.name);
+    if (it == p.end())
+      return "missing " + decl.name;
+    if (std::find(decl.values.begin(), decl.values.end(), it->second) ==
+        decl.values.end())
+      return decl.name + " = " + std::to_string(it->second) +
+             " is not an allowed value";
+  }
+  for (const auto &entry : p)
+    if (std::none_of(params.begin(), params.end(),
+                     [&](const ParamDecl &d) { return d.name == entry.first; }))
+      return "unknown schedule parameter " + entry.first;
+  return "";
+}
 
 std::string scheduleParamsToJson(const ScheduleParams &p) {
   nlohmann::json j = nlohmann::json::object(); // std::map: sorted keys

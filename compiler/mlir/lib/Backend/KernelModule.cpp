@@ -24,18 +24,6 @@ std::string dim(const std::optional<int64_t> &v) {
   return v ? std::to_string(*v) : "?";
 }
 
-std::string elemType(DType t) {
-  switch (t) {
-  case DType::F32:
-    return "f32";
-  case DType::BF16:
-    return "bf16";
-  case DType::F16:
-    return "f16";
-  }
-  return "f32";
-}
-
 std::string floatLiteral(double v) {
   std::ostringstream os;
   os.precision(9);
@@ -57,7 +45,7 @@ std::string attentionAttrs(const AttentionSpec &s) {
 }
 
 std::string sdpaModule(const AttentionSpec &s, const std::string &fn) {
-  const std::string et = elemType(s.dtype);
+  const std::string et = std::string(toString(s.dtype));
   const std::string B = dim(s.B), TQ = dim(s.T),
                     TKV = dim(s.T_kv ? s.T_kv : s.T);
   const std::string H = std::to_string(s.h), KV = std::to_string(s.n_kv),
@@ -112,7 +100,7 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
   // Batches are a sequential loop around the layer of one sequence: every
   // op below then has at most one dynamic dimension (T), which keeps the
   // head split (expand [T, h*dk] -> [1, T, h, dk]) well defined.
-  const std::string et = elemType(s.dtype);
+  const std::string et = std::string(toString(s.dtype));
   const std::string B = dim(s.B), T = dim(s.T);
   const std::string D = std::to_string(s.d);
   const int64_t hdv = s.h * s.d_v;

@@ -357,15 +357,8 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
   const int64_t maxWidth = t.vectorWidth;
   const std::vector<ParamDecl> decls = space.params;
   space.violation = [registers, maxWidth, decls](const ScheduleParams &p) {
-    for (const ParamDecl &decl : decls) {
-      auto it = p.find(decl.name);
-      if (it == p.end())
-        return "missing " + decl.name;
-      if (std::find(decl.values.begin(), decl.values.end(), it->second) ==
-          decl.values.end())
-        return decl.name + " = " + std::to_string(it->second) +
-               " is not an allowed value";
-    }
+    if (std::string why = declaredViolation(decls, p); !why.empty())
+      return why;
     auto get = [&](const char *k) {
       auto it = p.find(k);
       return it == p.end() ? int64_t(0) : it->second;

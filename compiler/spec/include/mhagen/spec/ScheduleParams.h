@@ -43,6 +43,12 @@ struct ScheduleSpace {
   }
 };
 
+/// "" when `p` sets every declared parameter to one of its allowed values
+/// and nothing else; otherwise why not. Backends' constraint functions
+/// start with it.
+std::string declaredViolation(const std::vector<ParamDecl> &params,
+                              const ScheduleParams &p);
+
 /// {"a":1,"b":2} (keys sorted): deterministic text for manifests and the
 /// tuning database.
 std::string scheduleParamsToJson(const ScheduleParams &p);
