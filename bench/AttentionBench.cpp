@@ -9,6 +9,7 @@
 #include "Baselines.h"
 
 #include "mhagen/harness/KernelHarness.h"
+#include "mhagen/harness/RunCheck.h"
 #include "mhagen/manifest.hpp"
 #include "mhagen/reference/Numerics.h"
 #include "mhagen/reference/Reference.h"
@@ -124,13 +125,6 @@ const mhagen_kernel *kernelFor(const Shape &s, bool bf16, bool mlir) {
   return k;
 }
 
-AttentionSpec specOf(const mhagen_kernel *k) {
-  KernelManifest m;
-  std::string err;
-  KernelManifest::fromJson(mhagen_kernel_manifest(k), m, &err);
-  return parseSpecs(m.spec.canonical, m.symbol).at(0);
-}
-
 void setThreads(int n) {
   mhagen_set_num_threads(n);
   setBaselineThreads(n);
@@ -188,7 +182,7 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
     return;
   }
   setThreads(threads);
-  AttentionSpec spec = specOf(k);
+  AttentionSpec spec = specOfKernel(k);
   ProblemSize size{sh.B, sh.Tq, sh.Tkv};
   Problem p(spec, size, {});
   mhagen_call_args a = p.args();
@@ -284,7 +278,7 @@ void layerBench(benchmark::State &state, bool projectionsOnly, bool mlir,
     return;
   }
   setThreads(threads);
-  AttentionSpec spec = specOf(k);
+  AttentionSpec spec = specOfKernel(k);
   ProblemSize size{1, 512, 512};
   Problem p(spec, size, {});
   mhagen_call_args a = p.args();

@@ -5,6 +5,7 @@
 // include T = 1, tiles that do not divide T, and a KV-cache offset.
 //   mhagen_differential_tests HALIDE.so MLIR.so [gtest flags]
 #include "mhagen/harness/KernelHarness.h"
+#include "mhagen/harness/RunCheck.h"
 #include "mhagen/manifest.hpp"
 #include "mhagen/runtime.h"
 #include "mhagen/spec/SpecParser.h"
@@ -19,14 +20,6 @@
 using namespace mhagen;
 
 namespace {
-
-AttentionSpec specOf(const mhagen_kernel *k) {
-  KernelManifest m;
-  std::string err;
-  if (!KernelManifest::fromJson(mhagen_kernel_manifest(k), m, &err))
-    throw std::runtime_error(err);
-  return parseSpecs(m.spec.canonical, m.symbol).at(0);
-}
 
 class AgreementCase : public testing::Test {
 public:
@@ -105,7 +98,7 @@ int main(int argc, char **argv) {
                   mhagen_last_error());
       continue;
     }
-    AttentionSpec spec = specOf(a);
+    AttentionSpec spec = specOfKernel(a);
     std::vector<ProblemSize> sizes =
         spec.T || spec.B
             ? std::vector<ProblemSize>{{spec.B.value_or(2), spec.T.value_or(64),

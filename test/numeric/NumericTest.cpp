@@ -3,6 +3,7 @@
 // tolerances of mhagen/reference/Tolerance.h.
 //   mhagen_numeric_tests LIB.so [LIB.so ...] [gtest flags]
 #include "mhagen/harness/KernelHarness.h"
+#include "mhagen/harness/RunCheck.h"
 #include "mhagen/manifest.hpp"
 #include "mhagen/runtime.h"
 #include "mhagen/spec/SpecParser.h"
@@ -16,14 +17,6 @@
 using namespace mhagen;
 
 namespace {
-
-AttentionSpec specOf(const mhagen_kernel *k) {
-  KernelManifest m;
-  std::string err;
-  if (!KernelManifest::fromJson(mhagen_kernel_manifest(k), m, &err))
-    throw std::runtime_error(err);
-  return parseSpecs(m.spec.canonical, m.symbol).at(0);
-}
 
 std::vector<ProblemSize> sizesFor(const AttentionSpec &s) {
   if (s.T || s.B) // a specialised kernel runs at its own sizes
@@ -85,7 +78,7 @@ int main(int argc, char **argv) {
                     mhagen_last_error());
         continue;
       }
-      AttentionSpec spec = specOf(k);
+      AttentionSpec spec = specOfKernel(k);
       for (ProblemSize z : sizesFor(spec)) {
         std::string name = "B" + std::to_string(z.B) + "_Tq" +
                            std::to_string(z.Tq) + "_Tkv" +
