@@ -7,12 +7,16 @@ set -euo pipefail
 PACKAGES=(
   # build tools
   cmake ninja-build g++ ccache lld-19 python3 clang-format
+  # the sanitized build and the fuzz targets (scripts/sanitize.sh)
+  clang-19 libclang-rt-19-dev
   # Halide 14; its CMake config needs LLVM 14's; llc-14 compiles Halide's bitcode
   libhalide14-0-dev llvm-14-dev llvm-14
   # MLIR/LLVM 19 (the MLIR backend, FileCheck, lit's tools)
   llvm-19-dev llvm-19-tools libmlir-19-dev mlir-19-tools
   # libraries
   libbenchmark-dev libgtest-dev libcli11-dev nlohmann-json3-dev
+  # the runtime checks kernel libraries (ELF headers, segments) before dlopen
+  libelf-dev
   # benchmark baselines
   libopenblas-dev libdnnl-dev libomp-19-dev
   # OpenCL on the CPU (the GPU schedule's numerical check)

@@ -3,6 +3,8 @@
 // never run where it would die with SIGILL.
 #include "RuntimeInternal.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 #include <sstream>
@@ -84,10 +86,54 @@ std::set<std::string> detect() {
   return f;
 }
 
+// The features that each class of machine named by $MHAGEN_CPU_CLASS keeps
+// (see runtime.h): a machine presents itself as that class by dropping
+// every detected feature outside the list. It never adds one.
+const char *const kAvx2Class[] = {"sse41", "avx", "fma", "f16c", "avx2"};
+const char *const kAvx512Class[] = {"avx512f",    "avx512cd",   "avx512bw",
+                                    "avx512dq",   "avx512vl",   "avx512ifma",
+                                    "avx512vbmi", "avx512_vnni"};
+
+std::set<std::string> classFeatures(const std::string &cls, bool &known) {
+  std::set<std::string> keep;
+  known = true;
+  if (cls == "avx2" || cls == "avx512" || cls == "avx512_bf16")
+    keep.insert(std::begin(kAvx2Class), std::end(kAvx2Class));
+  if (cls == "avx512" || cls == "avx512_bf16")
+    keep.insert(std::begin(kAvx512Class), std::end(kAvx512Class));
+  if (cls == "avx512_bf16")
+    keep.insert("avx512_bf16");
+  if (keep.empty() && cls != "none")
+    known = false;
+  return keep;
+}
+
+std::set<std::string> detectWithClass(std::string &classNote) {
+  std::set<std::string> f = detect();
+  const char *env = std::getenv("MHAGEN_CPU_CLASS");
+  if (!env || !*env)
+    return f;
+  bool known = false;
+  std::set<std::string> keep = classFeatures(env, known);
+  if (!known) {
+    classNote = std::string("MHAGEN_CPU_CLASS=") + env +
+                " is not a machine class (none, avx2, avx512, avx512_bf16); "
+                "ignored";
+    return f;
+  }
+  std::set<std::string> out;
+  for (const auto &x : f)
+    if (keep.count(x))
+      out.insert(x);
+  classNote = std::string("presenting as class ") + env + " (MHAGEN_CPU_CLASS)";
+  return out;
+}
+
 struct FeatureState {
   std::mutex mu;
   bool overridden = false;
-  std::set<std::string> detected = detect();
+  std::string classNote;
+  std::set<std::string> detected = detectWithClass(classNote);
   std::set<std::string> overrideSet;
   std::string text;
 };
@@ -133,6 +179,10 @@ extern "C" const char *mhagen_cpu_features(void) {
     os << (os.tellp() > 0 ? " " : "") << f;
   s.text = os.str();
   return s.text.c_str();
+}
+
+extern "C" const char *mhagen_cpu_class_note(void) {
+  return state().classNote.c_str();
 }
 
 extern "C" void mhagen_override_cpu_features(const char *features) {

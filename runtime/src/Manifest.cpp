@@ -4,6 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <climits>
+#include <cmath>
+
 namespace mhagen {
 
 using ojson = nlohmann::ordered_json;
@@ -43,6 +46,131 @@ std::string KernelManifest::toJson() const {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// Manifests come from files and libraries the runtime is asked to trust, so
+// they are read against a strict schema: bounded nesting, integers that are
+// integers and in range, known fields only. The bounds are the spec
+// language's own (compiler/spec/SpecParser.cpp, validateSpec).
+constexpr int kMaxDepth = 32;
+constexpr int64_t kMaxDim = int64_t(1) << 20;
+constexpr int64_t kMaxStatic = int64_t(1) << 24;
+
+// nlohmann's DOM builder behind a SAX handler that refuses nesting deeper
+// than kMaxDepth before it is built (deep documents overflow the stack in
+// basic_json's recursive copies).
+class DepthLimitedDom : public nlohmann::json_sax<ojson> {
+public:
+  explicit DepthLimitedDom(ojson &out) : dom_(out, false) {}
+  bool tooDeep() const { return tooDeep_; }
+
+  bool null() override { return dom_.null(); }
+  bool boolean(bool v) override { return dom_.boolean(v); }
+  bool number_integer(number_integer_t v) override {
+    return dom_.number_integer(v);
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    return dom_.number_unsigned(v);
+  }
+  bool number_float(number_float_t v, const string_t &s) override {
+    return dom_.number_float(v, s);
+  }
+  bool string(string_t &v) override { return dom_.string(v); }
+  bool binary(binary_t &v) override { return dom_.binary(v); }
+  bool start_object(std::size_t n) override {
+    return enter() && dom_.start_object(n);
+  }
+  bool key(string_t &k) override { return dom_.key(k); }
+  bool end_object() override {
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) override {
+    return enter() && dom_.start_array(n);
+  }
+  bool end_array() override {
+    --depth_;
+    return dom_.end_array();
+  }
+  bool parse_error(std::size_t pos, const std::string &tok,
+                   const nlohmann::detail::exception &e) override {
+    error_ = e.what();
+    (void)pos;
+    (void)tok;
+    return false;
+  }
+  const std::string &error() const { return error_; }
+
+private:
+  bool enter() {
+    if (++depth_ > kMaxDepth) {
+      tooDeep_ = true;
+      return false;
+    }
+    return true;
+  }
+  nlohmann::detail::json_sax_dom_parser<ojson> dom_;
+  int depth_ = 0;
+  bool tooDeep_ = false;
+  std::string error_;
+};
+
+struct SchemaError {
+  std::string what;
+};
+
+const ojson &field(const ojson &obj, const char *name, const char *where) {
+  auto it = obj.find(name);
+  if (it == obj.end())
+    throw SchemaError{std::string(where) + name + " is missing"};
+  return *it;
+}
+
+std::string str(const ojson &obj, const char *name, const char *where) {
+  const ojson &v = field(obj, name, where);
+  if (!v.is_string())
+    throw SchemaError{std::string(where) + name + " must be a string"};
+  return v.get<std::string>();
+}
+
+bool boolean(const ojson &obj, const char *name, const char *where) {
+  const ojson &v = field(obj, name, where);
+  if (!v.is_boolean())
+    throw SchemaError{std::string(where) + name + " must be true or false"};
+  return v.get<bool>();
+}
+
+/// An integer (not a float, not a string) in [lo, hi].
+int64_t integer(const ojson &obj, const char *name, const char *where,
+                int64_t lo, int64_t hi) {
+  const ojson &v = field(obj, name, where);
+  if (!v.is_number_integer())
+    throw SchemaError{std::string(where) + name + " must be an integer, not " +
+                      v.dump()};
+  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi)
+                             : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+    throw SchemaError{std::string(where) + name + " = " + v.dump() +
+                      " is outside [" + std::to_string(lo) + ", " +
+                      std::to_string(hi) + "]"};
+  return v.get<int64_t>();
+}
+
+void onlyKnown(const ojson &obj, std::initializer_list<const char *> known,
+               const char *where) {
+  if (!obj.is_object())
+    throw SchemaError{std::string(*where ? where : "manifest") +
+                      " must be an object"};
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    bool ok = false;
+    for (const char *k : known)
+      ok = ok || it.key() == k;
+    if (!ok)
+      throw SchemaError{"unknown field " + std::string(where) + it.key()};
+  }
+}
+
+} // namespace
+
 bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
                               std::string *error) {
   auto fail = [&](const std::string &why) {
@@ -51,45 +179,82 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     return false;
   };
   ojson j;
+  DepthLimitedDom sax(j);
+  bool parsed = false;
   try {
-    j = ojson::parse(text);
+    parsed = ojson::sax_parse(text, &sax);
   } catch (const std::exception &e) {
     return fail(std::string("not valid JSON: ") + e.what());
   }
+  if (sax.tooDeep())
+    return fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  if (!parsed)
+    return fail("not valid JSON: " + sax.error());
   try {
-    if (!j.is_object())
-      return fail("not a JSON object");
+    onlyKnown(j,
+              {"abi_version", "mhagen_version", "symbol", "kernel_name", "spec",
+               "target", "backend", "device", "cpu_features", "schedule",
+               "tuning"},
+              "");
     m = KernelManifest{};
-    m.abiVersion = j.at("abi_version").get<int>();
-    m.mhagenVersion = j.at("mhagen_version").get<std::string>();
-    m.symbol = j.at("symbol").get<std::string>();
-    m.kernelName = j.at("kernel_name").get<std::string>();
-    const ojson &s = j.at("spec");
-    m.spec.hash = s.at("hash").get<std::string>();
-    m.spec.semanticKey = s.at("semantic_key").get<std::string>();
-    m.spec.canonical = s.at("canonical").get<std::string>();
-    m.spec.op = s.at("op").get<std::string>();
-    m.spec.d = s.at("d").get<int64_t>();
-    m.spec.h = s.at("h").get<int64_t>();
-    m.spec.d_k = s.at("d_k").get<int64_t>();
-    m.spec.d_v = s.at("d_v").get<int64_t>();
-    m.spec.n_kv = s.at("n_kv").get<int64_t>();
-    const ojson &mask = s.at("mask");
-    m.spec.causal = mask.at("causal").get<bool>();
-    m.spec.window = mask.at("window").get<int64_t>();
-    m.spec.padding = mask.at("padding").get<bool>();
-    m.spec.dtype = s.at("dtype").get<std::string>();
-    m.spec.bias = s.at("bias").get<bool>();
-    m.spec.scale = s.at("scale").get<double>();
-    m.spec.T = s.at("T").get<int64_t>();
-    m.spec.T_kv = s.at("T_kv").get<int64_t>();
-    m.spec.B = s.at("B").get<int64_t>();
-    m.target = j.at("target").get<std::string>();
-    m.backend = j.at("backend").get<std::string>();
-    m.device = j.at("device").get<std::string>();
-    m.cpuFeatures = j.at("cpu_features").get<std::vector<std::string>>();
+    m.abiVersion =
+        static_cast<int>(integer(j, "abi_version", "", 1, INT32_MAX));
+    m.mhagenVersion = str(j, "mhagen_version", "");
+    m.symbol = str(j, "symbol", "");
+    m.kernelName = str(j, "kernel_name", "");
+    const ojson &s = field(j, "spec", "");
+    onlyKnown(s,
+              {"hash", "semantic_key", "canonical", "op", "d", "h", "d_k",
+               "d_v", "n_kv", "mask", "dtype", "bias", "scale", "T", "T_kv",
+               "B"},
+              "spec.");
+    const char *sp = "spec.";
+    m.spec.hash = str(s, "hash", sp);
+    m.spec.semanticKey = str(s, "semantic_key", sp);
+    m.spec.canonical = str(s, "canonical", sp);
+    m.spec.op = str(s, "op", sp);
+    m.spec.d = integer(s, "d", sp, 1, kMaxDim);
+    m.spec.h = integer(s, "h", sp, 1, kMaxDim);
+    m.spec.d_k = integer(s, "d_k", sp, 1, kMaxDim);
+    m.spec.d_v = integer(s, "d_v", sp, 1, kMaxDim);
+    m.spec.n_kv = integer(s, "n_kv", sp, 1, kMaxDim);
+    const ojson &mask = field(s, "mask", sp);
+    onlyKnown(mask, {"causal", "window", "padding"}, "spec.mask.");
+    const char *mp = "spec.mask.";
+    m.spec.causal = boolean(mask, "causal", mp);
+    m.spec.window = integer(mask, "window", mp, 0, kMaxStatic);
+    m.spec.padding = boolean(mask, "padding", mp);
+    m.spec.dtype = str(s, "dtype", sp);
+    m.spec.bias = boolean(s, "bias", sp);
+    const ojson &scale = field(s, "scale", sp);
+    if (!scale.is_number() || !std::isfinite(scale.get<double>()) ||
+        !(scale.get<double>() > 0))
+      return fail("spec.scale must be a finite number > 0, not " +
+                  scale.dump());
+    m.spec.scale = scale.get<double>();
+    m.spec.T = integer(s, "T", sp, 0, kMaxStatic);
+    m.spec.T_kv = integer(s, "T_kv", sp, 0, kMaxStatic);
+    m.spec.B = integer(s, "B", sp, 0, kMaxStatic);
+    m.target = str(j, "target", "");
+    m.backend = str(j, "backend", "");
+    m.device = str(j, "device", "");
+    const ojson &features = field(j, "cpu_features", "");
+    if (!features.is_array())
+      return fail("cpu_features must be an array of strings");
+    for (const ojson &f : features) {
+      if (!f.is_string())
+        return fail("cpu_features must be an array of strings");
+      m.cpuFeatures.push_back(f.get<std::string>());
+    }
+    for (const char *obj : {"schedule", "tuning"}) {
+      auto it = j.find(obj);
+      if (it != j.end() && !it->is_object())
+        return fail(std::string(obj) + " must be an object");
+    }
     m.scheduleJson = j.value("schedule", ojson::object()).dump();
     m.tuningJson = j.value("tuning", ojson::object()).dump();
+  } catch (const SchemaError &e) {
+    return fail(e.what);
   } catch (const std::exception &e) {
     return fail(std::string("missing or mistyped field: ") + e.what());
   }
@@ -98,9 +263,17 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
   if (m.spec.dtype != "f32" && m.spec.dtype != "bf16" && m.spec.dtype != "f16")
     return fail("spec.dtype must be f32, bf16 or f16, not '" + m.spec.dtype +
                 "'");
-  if (m.spec.h <= 0 || m.spec.n_kv <= 0 || m.spec.d_k <= 0 || m.spec.d_v <= 0 ||
-      m.spec.d <= 0 || m.spec.h % m.spec.n_kv != 0)
-    return fail("spec sizes are inconsistent (h, kv, dk, dv, d)");
+  if (m.spec.n_kv > m.spec.h || m.spec.h % m.spec.n_kv != 0)
+    return fail("spec.h (" + std::to_string(m.spec.h) +
+                ") must be a multiple of spec.n_kv (" +
+                std::to_string(m.spec.n_kv) + ")");
+  if (m.spec.h * m.spec.d_k > kMaxDim || m.spec.h * m.spec.d_v > kMaxDim)
+    return fail("spec.h * d_k and spec.h * d_v must be <= " +
+                std::to_string(kMaxDim));
+  if (m.spec.window > 0 && !m.spec.causal)
+    return fail("spec.mask.window implies causal");
+  if (m.spec.bias && m.spec.op != "layer")
+    return fail("spec.bias needs op = layer");
   if (m.device != "cpu" && m.device != "cuda" && m.device != "opencl")
     return fail("device must be cpu, cuda or opencl, not '" + m.device + "'");
   return true;

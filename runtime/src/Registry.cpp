@@ -236,6 +236,8 @@ int mhagen_load_library(const char *path, mhagen_library **out) {
   if (!path || !out)
     return fail(MHAGEN_ERR_INVALID_ARGUMENT, "library path or output is NULL");
   *out = nullptr;
+  if (int rc = checkElfLibrary(path); rc != MHAGEN_OK)
+    return rc;
   // Kernels in the library register themselves from constructors while
   // dlopen runs; their list symbol tells us which ones are this library's.
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -256,10 +258,15 @@ int mhagen_load_library(const char *path, mhagen_library **out) {
   lib->path = path;
   lib->handle = h;
   std::string refused;
+  int refusedCode = MHAGEN_OK;
   for (int i = 0; list[i]; ++i) {
     int rc = mhagen_register_kernel(list[i]);
     if (rc != MHAGEN_OK) {
       refused += std::string(refused.empty() ? "" : "; ") + tlsError;
+      // An ABI mismatch says what to do (regenerate): it wins over the
+      // generic code.
+      if (refusedCode != MHAGEN_ERR_ABI_MISMATCH)
+        refusedCode = rc;
       continue;
     }
     Registry &r = registry();
@@ -267,8 +274,7 @@ int mhagen_load_library(const char *path, mhagen_library **out) {
     lib->kernels.push_back(r.byDesc.at(list[i]));
   }
   if (!refused.empty())
-    return fail(MHAGEN_ERR_LOAD_FAILED,
-                std::string(path) + ": refused " + refused);
+    return fail(refusedCode, std::string(path) + ": refused " + refused);
   // The library stays open for the life of the process: its kernels stay
   // registered and may be running on other threads.
   Registry &r = registry();

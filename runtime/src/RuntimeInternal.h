@@ -27,6 +27,11 @@ std::string missingCpuFeatures(const std::vector<std::string> &required);
 /// present; otherwise MHAGEN_ERR_NO_DEVICE and *why says what is missing.
 int devicePresent(const std::string &device, std::string *why);
 
+/// MHAGEN_OK if `path` is a well-formed shared object for this machine
+/// whose loadable segments lie inside the file (ElfCheck.cpp); otherwise
+/// MHAGEN_ERR_LOAD_FAILED with the reason. Run before dlopen.
+int checkElfLibrary(const char *path);
+
 /// Checks every argument of a call against the manifest; MHAGEN_OK or an
 /// error code with the message set.
 int validateCall(const KernelManifest &m, const mhagen_call_args *a);

@@ -8,6 +8,7 @@
 
 #include <HalideRuntime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
@@ -52,10 +53,10 @@ int defaultThreads() {
   if (const char *env = std::getenv("MHAGEN_NUM_THREADS")) {
     int n = std::atoi(env);
     if (n >= 1)
-      return n;
+      return std::min(n, MHAGEN_MAX_THREADS);
   }
   unsigned hw = std::thread::hardware_concurrency();
-  return hw ? static_cast<int>(hw) : 1;
+  return hw ? std::min(static_cast<int>(hw), MHAGEN_MAX_THREADS) : 1;
 }
 
 struct ParallelClosure {
@@ -98,9 +99,11 @@ std::shared_lock<std::shared_mutex> lockPoolForCall() {
 using namespace mhagen::rt;
 
 extern "C" int mhagen_set_num_threads(int n) {
-  if (n < 1)
+  if (n < 1 || n > MHAGEN_MAX_THREADS)
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                "thread count must be >= 1 (got " + std::to_string(n) + ")");
+                "thread count must be between 1 and " +
+                    std::to_string(MHAGEN_MAX_THREADS) + " (got " +
+                    std::to_string(n) + ")");
   ensureRuntimeInitialized();
   std::unique_lock<std::shared_mutex> pool(poolMu); // waits for calls
   std::lock_guard<std::mutex> lock(threadsMu);

@@ -13,6 +13,21 @@ namespace {
 
 std::string num(int64_t v) { return std::to_string(v); }
 
+// Products of manifest sizes. Manifests are bounded when they are read
+// (Manifest.cpp), and every product is still checked here: a size that
+// wrapped to 0 would let a call through unchecked.
+struct CheckedProduct {
+  int64_t value = 1;
+  bool overflow = false;
+};
+CheckedProduct product(std::initializer_list<int64_t> factors) {
+  CheckedProduct p;
+  for (int64_t f : factors)
+    if (f < 0 || __builtin_mul_overflow(p.value, f, &p.value))
+      p.overflow = true;
+  return p;
+}
+
 struct TensorView {
   const char *name;
   const void *ptr;
@@ -31,27 +46,34 @@ int checkTensor(const TensorView &t, int64_t batch, int elemBytes,
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                 std::string(t.name) + " is not aligned to its element size (" +
                     num(elemBytes) + " bytes)");
-  int64_t ts = t.tokenStride ? t.tokenStride : t.rowElems;
+  // All size arithmetic in 128 bits: strides and sizes come from the
+  // caller and may be anything (fuzz_call_validation found an int64
+  // overflow here).
+  using i128 = __int128;
+  auto text = [](i128 v) {
+    return v > INT64_MAX ? std::string("more than 2^63") : num(int64_t(v));
+  };
+  const i128 ts = t.tokenStride ? i128(t.tokenStride) : i128(t.rowElems);
   if (t.tokenStride < 0 || ts < t.rowElems)
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                 std::string(t.name) + " token stride " + num(t.tokenStride) +
                     " is smaller than one token (" + num(t.rowElems) +
                     " elements); use 0 for dense");
-  int64_t bs = t.batchStride ? t.batchStride : ts * t.tokens;
-  if (t.batchStride < 0 || (batch > 1 && bs < ts * t.tokens))
+  const i128 seq = ts * t.tokens; // tokens < 2^31, checked by the caller
+  const i128 bs = t.batchStride ? i128(t.batchStride) : seq;
+  if (t.batchStride < 0 || (batch > 1 && bs < seq))
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                 std::string(t.name) + " batch stride " + num(t.batchStride) +
-                    " is smaller than one sequence (" + num(ts * t.tokens) +
+                    " is smaller than one sequence (" + text(seq) +
                     " elements); use 0 for dense");
   // Kernels index with 32-bit strides per dimension.
   if (ts > INT32_MAX || bs > INT32_MAX)
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                 std::string(t.name) +
                     " is too large: strides must stay below 2^31 elements");
-  __int128 lastElem = static_cast<__int128>(batch - 1) * bs +
-                      static_cast<__int128>(t.tokens - 1) * ts + t.rowElems;
-  __int128 bytes = lastElem * elemBytes;
-  if (bytes > static_cast<__int128>(INT64_MAX))
+  i128 lastElem = i128(batch - 1) * bs + i128(t.tokens - 1) * ts + t.rowElems;
+  i128 bytes = lastElem * elemBytes;
+  if (bytes > i128(INT64_MAX))
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                 std::string(t.name) + " spans more than 2^63 bytes");
   begin = reinterpret_cast<uintptr_t>(t.ptr);
@@ -86,6 +108,22 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   const ManifestSpec &s = m.spec;
   const bool layer = s.op == "layer";
   const int eb = m.elementBytes();
+  // Elements per token of each tensor and of each weight, checked once.
+  const CheckedProduct qRow = product({s.h, s.d_k}),
+                       kRow = product({s.n_kv, s.d_k}),
+                       vRow = product({s.n_kv, s.d_v}),
+                       oRow = product({s.h, s.d_v}),
+                       wq = product({s.d, s.h, s.d_k, eb}),
+                       wk = product({s.d, s.n_kv, s.d_k, eb}),
+                       wv = product({s.d, s.n_kv, s.d_v, eb}),
+                       wo = product({s.h, s.d_v, s.d, eb});
+  for (const CheckedProduct &p : {qRow, kRow, vRow, oRow, wq, wk, wv, wo})
+    if (p.overflow || p.value <= 0)
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                  "the kernel's manifest has sizes whose products overflow "
+                  "(h " +
+                      num(s.h) + ", kv " + num(s.n_kv) + ", dk " + num(s.d_k) +
+                      ", dv " + num(s.d_v) + ", d " + num(s.d) + ")");
 
   struct Size {
     const char *name;
@@ -126,11 +164,11 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   int rc;
   if (!layer) {
     TensorView q{
-        "q", a->q, a->t_q, s.h * s.d_k, a->q_token_stride, a->q_batch_stride};
+        "q", a->q, a->t_q, qRow.value, a->q_token_stride, a->q_batch_stride};
     TensorView k{
-        "k", a->k, tkv, s.n_kv * s.d_k, a->k_token_stride, a->k_batch_stride};
+        "k", a->k, tkv, kRow.value, a->k_token_stride, a->k_batch_stride};
     TensorView v{
-        "v", a->v, tkv, s.n_kv * s.d_v, a->v_token_stride, a->v_batch_stride};
+        "v", a->v, tkv, vRow.value, a->v_token_stride, a->v_batch_stride};
     for (const TensorView &t : {q, k, v}) {
       if ((rc = checkTensor(t, a->batch, eb, b, e)) != MHAGEN_OK)
         return rc;
@@ -144,16 +182,14 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     struct W {
       const char *name;
       const void *p;
-      int64_t elems;
+      int64_t bytes;
     };
-    for (W w : {W{"w_q", a->w_q, s.d * s.h * s.d_k},
-                W{"w_k", a->w_k, s.d * s.n_kv * s.d_k},
-                W{"w_v", a->w_v, s.d * s.n_kv * s.d_v},
-                W{"w_o", a->w_o, s.h * s.d_v * s.d}}) {
+    for (W w : {W{"w_q", a->w_q, wq.value}, W{"w_k", a->w_k, wk.value},
+                W{"w_v", a->w_v, wv.value}, W{"w_o", a->w_o, wo.value}}) {
       if ((rc = checkVector(w.name, w.p, eb)) != MHAGEN_OK)
         return rc;
       uintptr_t wb = reinterpret_cast<uintptr_t>(w.p);
-      inputs.push_back({w.name, wb, wb + static_cast<uintptr_t>(w.elems * eb)});
+      inputs.push_back({w.name, wb, wb + static_cast<uintptr_t>(w.bytes)});
     }
     if (s.bias) {
       struct Bv {
@@ -162,8 +198,8 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
         int64_t elems;
       };
       for (Bv bv :
-           {Bv{"b_q", a->b_q, s.h * s.d_k}, Bv{"b_k", a->b_k, s.n_kv * s.d_k},
-            Bv{"b_v", a->b_v, s.n_kv * s.d_v}, Bv{"b_o", a->b_o, s.d}}) {
+           {Bv{"b_q", a->b_q, qRow.value}, Bv{"b_k", a->b_k, kRow.value},
+            Bv{"b_v", a->b_v, vRow.value}, Bv{"b_o", a->b_o, s.d}}) {
         if ((rc = checkVector(bv.name, bv.p, eb)) != MHAGEN_OK)
           return rc;
         uintptr_t bb = reinterpret_cast<uintptr_t>(bv.p);
@@ -180,7 +216,7 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   TensorView out{"out",
                  a->out,
                  a->t_q,
-                 layer ? s.d : s.h * s.d_v,
+                 layer ? s.d : oRow.value,
                  a->out_token_stride,
                  a->out_batch_stride};
   if ((rc = checkTensor(out, a->batch, eb, b, e)) != MHAGEN_OK)

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -18,6 +19,7 @@
 using namespace mhagen;
 
 static const char *gLibPath = nullptr;
+static const char *gWrongAbiLibPath = nullptr;
 
 static AttentionSpec specOf(const mhagen_kernel *k) {
   KernelManifest m;
@@ -77,16 +79,25 @@ TEST_F(Library, BestVariantForcedVariantAndRefusal) {
   EXPECT_EQ(mhagen_find_variant("rt_variants", "avx512_bf16", nullptr, &forced),
             MHAGEN_ERR_UNSUPPORTED_CPU);
   EXPECT_NE(std::strstr(mhagen_last_error(), "avx512_bf16"), nullptr);
-  // Even a direct call to the refused variant's entry point is checked.
-  ASSERT_EQ(mhagen_find_variant("rt_variants", "avx512", nullptr, &forced),
-            MHAGEN_ERR_UNSUPPORTED_CPU);
   mhagen_override_cpu_features(nullptr);
-  ASSERT_EQ(mhagen_find_variant("rt_variants", "avx512", nullptr, &forced),
-            MHAGEN_OK);
+  // Even a direct call to a variant the CPU lacks is checked. The kernel is
+  // taken from the library's list, which holds every variant whatever this
+  // machine runs.
+  forced = nullptr;
+  for (int i = 0; i < mhagen_library_kernel_count(lib_); ++i)
+    if (std::strcmp(mhagen_kernel_symbol(mhagen_library_kernel(lib_, i)),
+                    "rt_variants_avx512") == 0)
+      forced = mhagen_library_kernel(lib_, i);
+  ASSERT_NE(forced, nullptr);
+  const mhagen_kernel *found = nullptr;
+  EXPECT_EQ(mhagen_find_variant("rt_variants", "avx512", nullptr, &found),
+            avx512Cpu ? MHAGEN_OK : MHAGEN_ERR_UNSUPPORTED_CPU);
   mhagen_override_cpu_features("sse41 avx avx2 fma f16c");
   Problem p(specOf(forced), {1, 4, 4}, {});
   mhagen_call_args a = p.args();
   EXPECT_EQ(mhagen_call(forced, &a), MHAGEN_ERR_UNSUPPORTED_CPU);
+  EXPECT_NE(std::strstr(mhagen_last_error(), "avx512"), nullptr)
+      << mhagen_last_error();
   mhagen_override_cpu_features(nullptr);
 }
 
@@ -158,12 +169,63 @@ TEST_F(Library, ThreadCountChangesTakeEffect) {
   ASSERT_EQ(mhagen_set_num_threads(2), MHAGEN_OK);
 }
 
+// Libraries that must be refused before anything in them runs (issue 12,
+// section 7).
+namespace {
+std::string copyTruncated(const std::string &from, const std::string &to,
+                          double fraction) {
+  namespace fs = std::filesystem;
+  fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+  auto size = fs::file_size(to);
+  fs::resize_file(to, static_cast<uintmax_t>(size * fraction));
+  return to;
+}
+} // namespace
+
+TEST(HostileLibrary, TruncatedElfIsRefusedBeforeDlopen) {
+  const std::string dir = testing::TempDir();
+  for (double fraction : {0.9, 0.5, 0.1, 0.001}) {
+    std::string p = copyTruncated(
+        gLibPath, dir + "/truncated_" + std::to_string(fraction) + ".so",
+        fraction);
+    mhagen_library *lib = nullptr;
+    EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_LOAD_FAILED)
+        << fraction;
+    EXPECT_EQ(lib, nullptr);
+    EXPECT_NE(std::strstr(mhagen_last_error(), "refused before dlopen"),
+              nullptr)
+        << mhagen_last_error();
+  }
+}
+
+TEST(HostileLibrary, NotAnElfFileIsRefused) {
+  const std::string p = testing::TempDir() + "/not_elf.so";
+  FILE *f = std::fopen(p.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("this is not a shared library\n", f);
+  std::fclose(f);
+  mhagen_library *lib = nullptr;
+  EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_LOAD_FAILED);
+  EXPECT_NE(std::strstr(mhagen_last_error(), "not an ELF file"), nullptr)
+      << mhagen_last_error();
+}
+
+TEST(HostileLibrary, OtherAbiVersionIsAbiMismatch) {
+  mhagen_library *lib = nullptr;
+  EXPECT_EQ(mhagen_load_library(gWrongAbiLibPath, &lib),
+            MHAGEN_ERR_ABI_MISMATCH);
+  EXPECT_NE(std::strstr(mhagen_last_error(), "was built for ABI version"),
+            nullptr)
+      << mhagen_last_error();
+}
+
 int main(int argc, char **argv) {
   testing::InitGoogleTest(&argc, argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s LIB.so\n", argv[0]);
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: %s LIB.so WRONG_ABI_LIB.so\n", argv[0]);
     return 2;
   }
   gLibPath = argv[1];
+  gWrongAbiLibPath = argv[2];
   return RUN_ALL_TESTS();
 }

@@ -28,7 +28,13 @@ const char *mhagen_last_error(void);
 void mhagen_set_verbose(int on);
 
 /* ---- threads ---- */
-/** Threads used by every kernel call from now on (n >= 1). */
+/** The most threads a kernel call may use, for both backends: Halide's
+ * thread pool holds at most 256 workers, and an OpenMP team (MLIR kernels)
+ * of more threads than that only adds start-up time and memory. */
+#define MHAGEN_MAX_THREADS 256
+/** Threads used by every kernel call from now on, 1 <= n <=
+ * MHAGEN_MAX_THREADS; anything else is MHAGEN_ERR_INVALID_ARGUMENT and
+ * leaves the count as it was. */
 int mhagen_set_num_threads(int n);
 int mhagen_get_num_threads(void);
 
@@ -38,8 +44,17 @@ int mhagen_get_num_threads(void);
  * avx512dq, avx512vl, avx512ifma, avx512vbmi, avx512_vnni, avx512_bf16,
  * avx512_fp16, amx_bf16. */
 int mhagen_cpu_has(const char *feature);
-/** Space-separated list of the supported features. */
+/** Space-separated list of the supported features.
+ *
+ * $MHAGEN_CPU_CLASS=avx2 | avx512 | avx512_bf16 | none makes the machine
+ * present itself as that lesser class, for mhagen and the runtime alike:
+ * every detected feature outside the class is dropped (none are added), so
+ * `host` resolves as it would there and kernels the class lacks are
+ * refused. The test suite runs this way on AVX-512 machines to exercise the
+ * AVX2 path. An unknown class is ignored (see mhagen_cpu_class_note). */
 const char *mhagen_cpu_features(void);
+/** "" when $MHAGEN_CPU_CLASS is unset; otherwise what it did. */
+const char *mhagen_cpu_class_note(void);
 /** Testing hook: pretend the CPU has exactly these (space- or
  * comma-separated) features; NULL restores detection. */
 void mhagen_override_cpu_features(const char *features);
