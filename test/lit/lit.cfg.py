@@ -24,3 +24,11 @@ for feature in config.available_features_extra:
     config.available_features.add(feature)
 # Generated kernels must not depend on the machine's thread count.
 config.environment["MHAGEN_NUM_THREADS"] = "2"
+# A machine presenting itself as a lesser class (runtime.h) does so for the
+# mhagen processes the tests start, too.
+if "MHAGEN_CPU_CLASS" in os.environ:
+    config.environment["MHAGEN_CPU_CLASS"] = os.environ["MHAGEN_CPU_CLASS"]
+import sys
+config.substitutions.append(
+    ("%expect-exit",
+     sys.executable + " " + os.path.join(config.mhagen_test_src, "Inputs", "expect_exit.py")))

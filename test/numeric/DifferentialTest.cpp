@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/SkipSupport.h"
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -83,6 +85,7 @@ int main(int argc, char **argv) {
     second[mhagen_kernel_symbol(k)] = k;
   }
   int registered = 0, unmatched = 0;
+  std::string skipped;
   for (int j = 0; j < mhagen_library_kernel_count(libs[0]); ++j) {
     const mhagen_kernel *a = mhagen_library_kernel(libs[0], j);
     auto it = second.find(std::string(mhagen_kernel_symbol(a)) + "_mlir");
@@ -92,10 +95,12 @@ int main(int argc, char **argv) {
       continue;
     }
     const mhagen_kernel *b = it->second;
-    if (mhagen_kernel_usable(a) != MHAGEN_OK ||
-        mhagen_kernel_usable(b) != MHAGEN_OK) {
-      std::printf("skipping %s: %s\n", mhagen_kernel_symbol(a),
-                  mhagen_last_error());
+    std::string why = testing_support::unusableReason(a);
+    if (why.empty())
+      why = testing_support::unusableReason(b);
+    if (!why.empty()) {
+      testing_support::registerSkipped(mhagen_kernel_symbol(a), why);
+      skipped = why;
       continue;
     }
     AttentionSpec spec = specOfKernel(a);
@@ -118,6 +123,9 @@ int main(int argc, char **argv) {
       ++registered;
     }
   }
+  if (unmatched == 0 && registered == 0 && !skipped.empty())
+    return testing_support::exitAllSkipped(
+        "no kernel pair of these libraries runs here: " + skipped);
   if (unmatched > 0 || registered == 0) {
     std::fprintf(stderr, "%d kernels without a counterpart, %d cases\n",
                  unmatched, registered);

@@ -9,6 +9,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/SkipSupport.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +24,16 @@ const mhagen_kernel *kernel(const char *name) {
   EXPECT_EQ(mhagen_find(name, &k), MHAGEN_OK) << mhagen_last_error();
   return k;
 }
+
+// A kernel generated for `host` at build time that this machine cannot run
+// (for example under MHAGEN_CPU_CLASS=avx2 on an AVX-512 machine) skips the
+// test with the reason.
+#define SKIP_UNLESS_USABLE(k)                                                  \
+  do {                                                                         \
+    std::string why_ = testing_support::unusableReason(k);                     \
+    if (!why_.empty())                                                         \
+      GTEST_SKIP() << mhagen_kernel_symbol(k) << ": " << why_;                 \
+  } while (0)
 
 AttentionSpec specOf(const mhagen_kernel *k) {
   KernelManifest m;
@@ -38,6 +50,7 @@ TEST(FullyMasked, PaddingLengthZeroGivesZeros) {
         "t_sdpa_bf16_padding_kv4_dk128"}) {
     const mhagen_kernel *k = kernel(name);
     ASSERT_NE(k, nullptr);
+    SKIP_UNLESS_USABLE(k);
     ProblemOptions po;
     po.kvLen = 0; // every key hidden in every batch
     Problem p(specOf(k), {3, 33, 65}, po);
@@ -51,6 +64,7 @@ TEST(FullyMasked, PaddingLengthZeroGivesZeros) {
 TEST(FullyMasked, LayerWithNoVisibleKeyOutputsTheBias) {
   const mhagen_kernel *k = kernel("t_layer_f32_padding_kv2_dk64");
   ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
   ProblemOptions po;
   po.kvLen = 0;
   Problem p(specOf(k), {2, 9, 9}, po);
@@ -65,6 +79,7 @@ TEST(FullyMasked, CausalQueriesBeforeTheFirstKey) {
   // which see no key at all.
   const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk64");
   ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
   Problem p(specOf(k), {2, 40, 13}, {});
   mhagen_call_args a = p.args();
   ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
@@ -84,6 +99,7 @@ TEST(HugeLogits, NoOverflowAndStillAccurate) {
         "t_layer_f32_causal_kv2_dk64"}) {
     const mhagen_kernel *k = kernel(name);
     ASSERT_NE(k, nullptr);
+    SKIP_UNLESS_USABLE(k);
     AttentionSpec s = specOf(k);
     for (double logit : {1e4, 3e3}) {
       ProblemOptions po;
@@ -105,6 +121,7 @@ TEST(HugeLogits, NoOverflowAndStillAccurate) {
 TEST(Strides, FusedQkvBufferGivesTheSameBits) {
   const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk80");
   ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
   AttentionSpec s = specOf(k);
   const int64_t B = 2, T = 37, h = s.h, kv = s.n_kv, dk = s.d_k;
   Problem p(s, {B, T, T}, {});
@@ -148,6 +165,7 @@ TEST(Strides, FusedQkvBufferGivesTheSameBits) {
 TEST(StaticSizes, RunsAtItsSizeAndRefusesOthers) {
   const mhagen_kernel *k = kernel("t_static_sdpa");
   ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
   AttentionSpec s = specOf(k);
   Problem p(s, {2, 64, 129}, {});
   mhagen_call_args a = p.args();
@@ -167,6 +185,7 @@ TEST(StaticSizes, RunsAtItsSizeAndRefusesOthers) {
 TEST(Determinism, SameBitsForAnyThreadCount) {
   const mhagen_kernel *k = kernel("t_sdpa_f32_window_kv2_dk128");
   ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
   Problem p(specOf(k), {2, 300, 300}, {});
   mhagen_call_args a = p.args();
   std::vector<std::vector<float>> outs;

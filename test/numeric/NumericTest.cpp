@@ -1,7 +1,11 @@
 // Runs every kernel of the given shared libraries on seeded random inputs
 // at several sizes and checks each against the f64 reference with the
 // tolerances of mhagen/reference/Tolerance.h.
-//   mhagen_numeric_tests LIB.so [LIB.so ...] [gtest flags]
+//   mhagen_numeric_tests [--sizes=BxTqxTkv,...] LIB.so [LIB.so ...]
+//                        [gtest flags]
+// --sizes replaces the default sizes (the long-context group runs
+// T_kv = 32768 this way).
+#include "../support/SkipSupport.h"
 #include "mhagen/harness/KernelHarness.h"
 #include "mhagen/harness/RunCheck.h"
 #include "mhagen/manifest.hpp"
@@ -11,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,7 +23,11 @@ using namespace mhagen;
 
 namespace {
 
+std::vector<ProblemSize> gSizes; // from --sizes; empty: sizesFor's own
+
 std::vector<ProblemSize> sizesFor(const AttentionSpec &s) {
+  if (!gSizes.empty())
+    return gSizes;
   if (s.T || s.B) // a specialised kernel runs at its own sizes
     return {
         {s.B.value_or(2), s.T.value_or(64), s.T_kv.value_or(s.T.value_or(64))}};
@@ -65,7 +74,26 @@ int main(int argc, char **argv) {
     return 2;
   }
   int registered = 0;
-  for (int i = 1; i < argc; ++i) {
+  std::string skipped;
+  int firstLib = 1;
+  if (argc > 1 && std::strncmp(argv[1], "--sizes=", 8) == 0) {
+    std::string list = argv[1] + 8;
+    for (size_t at = 0; at < list.size();) {
+      size_t comma = list.find(',', at);
+      std::string one = list.substr(at, comma - at);
+      long long b = 0, tq = 0, tkv = 0;
+      if (std::sscanf(one.c_str(), "%lldx%lldx%lld", &b, &tq, &tkv) != 3 ||
+          b < 1 || tq < 1 || tkv < 1) {
+        std::fprintf(stderr, "--sizes: expected BxTqxTkv, got '%s'\n",
+                     one.c_str());
+        return 2;
+      }
+      gSizes.push_back({b, tq, tkv});
+      at = comma == std::string::npos ? list.size() : comma + 1;
+    }
+    firstLib = 2;
+  }
+  for (int i = firstLib; i < argc; ++i) {
     mhagen_library *lib = nullptr;
     if (mhagen_load_library(argv[i], &lib) != MHAGEN_OK) {
       std::fprintf(stderr, "%s\n", mhagen_last_error());
@@ -73,9 +101,10 @@ int main(int argc, char **argv) {
     }
     for (int j = 0; j < mhagen_library_kernel_count(lib); ++j) {
       const mhagen_kernel *k = mhagen_library_kernel(lib, j);
-      if (mhagen_kernel_usable(k) != MHAGEN_OK) {
-        std::printf("skipping %s: %s\n", mhagen_kernel_symbol(k),
-                    mhagen_last_error());
+      std::string why = testing_support::unusableReason(k);
+      if (!why.empty()) {
+        testing_support::registerSkipped(mhagen_kernel_symbol(k), why);
+        skipped = why;
         continue;
       }
       AttentionSpec spec = specOfKernel(k);
@@ -93,7 +122,10 @@ int main(int argc, char **argv) {
     }
   }
   if (registered == 0) {
-    std::fprintf(stderr, "no usable kernel in the given libraries\n");
+    if (!skipped.empty()) // every kernel needs what this machine lacks
+      return testing_support::exitAllSkipped(
+          "no kernel of these libraries runs here: " + skipped);
+    std::fprintf(stderr, "no kernel in the given libraries\n");
     return 1;
   }
   return RUN_ALL_TESTS();

@@ -72,11 +72,13 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
                     run.c_str(), r.what, why.empty() ? "" : " -- ",
                     why.c_str());
     }
-    if (*format == "text")
+    if (*format == "text") {
       std::printf("host resolves to: %s (bf16 specs prefer avx512_bf16)\n"
                   "CPU features: %s\n",
                   hostName.c_str(), mhagen_cpu_features());
-    else
+      if (*mhagen_cpu_class_note())
+        std::printf("CPU class: %s\n", mhagen_cpu_class_note());
+    } else
       std::cout << nlohmann::ordered_json{{"host", hostName},
                                           {"cpu_features",
                                            mhagen_cpu_features()},
