@@ -203,7 +203,8 @@ std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
   const std::string elem =
       s.dtype == DType::F32
           ? "float"
-          : std::string("uint16_t /* ") + toString(s.dtype) + " bits */";
+          // No "/* */" here: this text sits inside the header's comment.
+          : std::string("uint16_t holding ") + toString(s.dtype) + " bits";
   if (s.op == Op::Sdpa) {
     conv = "/* Dense tensors: q [B, Tq, h, dk], k [B, Tkv, kv, dk],\n"
            " * v [B, Tkv, kv, dv], out [B, Tq, h, dv]; elements are " +
@@ -332,12 +333,9 @@ std::vector<GeneratedKernel>
 generateKernels(const std::vector<AttentionSpec> &specs,
                 const GenerateOptions &opt) {
   std::error_code ec;
-  fs::create_directories(opt.outDir, ec);
-  if (!fs::is_directory(opt.outDir))
-    throw DriverError("output directory " + opt.outDir +
-                      " does not exist and cannot be created");
   // Everything is built in a scratch directory and moved into outDir only
-  // when every spec succeeded.
+  // when every spec succeeded; outDir itself is created only then, so a
+  // refused spec leaves nothing behind.
   TempDir scratch("mhagen-gen");
   std::vector<GeneratedKernel> out;
   std::vector<std::pair<std::string, std::string>> moves; // scratch -> final
@@ -350,7 +348,10 @@ generateKernels(const std::vector<AttentionSpec> &specs,
     k.symbol = variantSymbol(s);
     if (!symbols.insert(k.symbol).second)
       throw DriverError("two specs generate the same kernel " + k.symbol +
-                        "; give them different names");
+                            " (same name, target " + s.target.str() +
+                            " and backend " + toString(s.backend) +
+                            "); give them different names",
+                        true);
     BackendOptions bo;
     bo.symbol = k.symbol;
     bo.emit = opt.emit;
@@ -361,8 +362,9 @@ generateKernels(const std::vector<AttentionSpec> &specs,
       r = runBackend(s, bo);
     } catch (const BackendError &e) {
       throw DriverError("spec " + s.kernelName() + " (target " +
-                        s.target.str() + ", backend " + toString(s.backend) +
-                        "): " + e.what());
+                            s.target.str() + ", backend " +
+                            toString(s.backend) + "): " + e.what(),
+                        true);
     }
     ScheduleSource source = opt.scheduleSource;
     if (!opt.autoscheduler.empty()) {
@@ -401,6 +403,10 @@ generateKernels(const std::vector<AttentionSpec> &specs,
         addFile(name, text);
     out.push_back(std::move(k));
   }
+  fs::create_directories(opt.outDir, ec);
+  if (!fs::is_directory(opt.outDir))
+    throw DriverError("output directory " + opt.outDir +
+                      " does not exist and cannot be created");
   // Move into place: each file appears whole (rename within one file
   // system; otherwise copy to a temporary name next to it, then rename).
   for (const auto &[from, to] : moves) {

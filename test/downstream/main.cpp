@@ -11,6 +11,9 @@
 #include <random>
 #include <vector>
 
+extern "C" int run_every_kernel_c(void);
+extern "C" int check_every_kernel_cxx(void);
+
 namespace {
 
 // Causal GQA attention, one sequence: q [T, h, dk], k/v [T, kv, dk].
@@ -177,6 +180,9 @@ int main() {
     std::printf("%s (layer): max |err| %.3g\n", mhagen_kernel_symbol(layer), e);
     failures += e > 2e-4;
   }
+  // Every op x dtype x backend through its header, from C11 and C++17.
+  failures += run_every_kernel_c();
+  failures += check_every_kernel_cxx();
   std::printf("%s\n", failures ? "FAILED" : "OK");
   return failures ? 1 : 0;
 }

@@ -20,8 +20,13 @@
 namespace mhagen {
 
 /// A generation failure (backend, toolchain or I/O): says what and why.
+/// `inputError` marks failures caused by what the user asked for (a spec a
+/// backend cannot build, an IR it does not emit, a schedule outside its
+/// space), which the CLI reports with the usage exit code, as spec errors.
 struct DriverError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+  explicit DriverError(const std::string &what, bool inputError = false)
+      : std::runtime_error(what), inputError(inputError) {}
+  bool inputError;
 };
 
 /// The best CPU target this machine runs for a dtype (bf16 prefers
