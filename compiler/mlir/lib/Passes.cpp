@@ -454,6 +454,9 @@ std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
          pm.addPass(createCanonicalizerPass());
          pm.addNestedPass<func::FuncOp>(
              bufferization::createPromoteBuffersToStackPass(1 << 16, 4));
+         // Stack buffers out of the key-tile loop: scratch must not grow
+         // with T_kv.
+         pm.addNestedPass<func::FuncOp>(createMhaHoistStackBuffers());
          bufferization::BufferDeallocationPipelineOptions dopts;
          bufferization::buildBufferDeallocationPipeline(pm, dopts);
          pm.addPass(createCanonicalizerPass());

@@ -59,6 +59,24 @@ def MhaTileAndVectorize : Pass<"mha-tile-and-vectorize", "mlir::ModuleOp"> {
                            "mlir::linalg::LinalgDialect"];
 }
 
+def MhaHoistStackBuffers : Pass<"mha-hoist-stack-buffers", "mlir::func::FuncOp"> {
+  let summary = "Move constant-size stack buffers out of sequential loops";
+  let description = [{
+    Promoting small buffers to the stack leaves `memref.alloca`s inside the
+    scf.for over key tiles. An alloca in a loop body grows the stack on
+    every iteration and is only released when the function returns, so a
+    long T_kv overflows the stack (SIGSEGV at T_kv = 8192, dk = 128).
+    This pass moves every constant-size alloca in front of the outermost
+    sequential loop (scf.for, scf.while) that holds it, but never across a
+    parallel loop (scf.forall, scf.parallel), an OpenMP region or an
+    allocation scope: each thread keeps its own buffers. Hoisting is exact:
+    a fresh alloca's contents are undefined, so reusing one buffer for
+    every iteration changes nothing. Stack use then no longer depends on
+    T_kv.
+  }];
+  let dependentDialects = ["mlir::memref::MemRefDialect"];
+}
+
 def MhaParallelize : Pass<"mha-parallelize", "mlir::ModuleOp"> {
   let summary = "Run the (batch, head, query tile) loop on OpenMP threads";
   let dependentDialects = ["mlir::omp::OpenMPDialect",
