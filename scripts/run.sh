@@ -8,5 +8,6 @@ cd "$(dirname "$0")/.."
 bash scripts/build.sh
 BUILD_DIR="${MHAGEN_BUILD_DIR:-build}"
 MHAGEN="$BUILD_DIR/tools/mhagen/mhagen"
-"$MHAGEN" explain --T 512
-"$MHAGEN" run --T 512 --keep out "$@"
+LLAMA3_8B=(--d 4096 --h 32 --kv 8 --mask causal)
+"$MHAGEN" explain "${LLAMA3_8B[@]}" --T 512
+"$MHAGEN" run "${LLAMA3_8B[@]}" --T 512 --keep out "$@"

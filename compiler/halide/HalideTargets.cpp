@@ -46,13 +46,19 @@ HalideTargetInfo halideTargetInfo(const Target &t, DType dtype) {
   case TargetKind::Cuda: {
     // Halide 14's newest capability flag is 8.6; its PTX assembles for
     // newer GPUs (sm_90) too. Host code runs on any x86-64.
+    // Only the capabilities Halide 14 emits are accepted, so a kernel's
+    // name says what its PTX targets (cuda_sm86 PTX also runs on sm_90:
+    // the driver compiles PTX for newer GPUs).
     int cap = t.cudaCapability;
-    std::string flag = cap >= 86   ? "cuda_capability_86"
-                       : cap >= 80 ? "cuda_capability_80"
-                       : cap >= 75 ? "cuda_capability_75"
-                       : cap >= 70 ? "cuda_capability_70"
-                       : cap >= 61 ? "cuda_capability_61"
-                                   : "cuda_capability_50";
+    if (cap != 50 && cap != 61 && cap != 70 && cap != 75 && cap != 80 &&
+        cap != 86)
+      throw BackendError(
+          "target",
+          t.str() + ": the halide backend (Halide 14) emits PTX for sm_50, "
+                    "sm_61, sm_70, sm_75, sm_80 and sm_86 only; for a newer "
+                    "GPU (e.g. sm_90) use cuda_sm86, whose PTX the driver "
+                    "compiles for it");
+    std::string flag = "cuda_capability_" + std::to_string(cap);
     info.halideTarget = "x86-64-linux-cuda-" + flag + common;
     info.llcCpu = "x86-64";
     info.vectorWidth = 1;

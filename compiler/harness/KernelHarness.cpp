@@ -204,7 +204,9 @@ std::vector<int64_t> rowsToCheck(const Problem &p, double flopBudget) {
                                    : 0.0;
   double perRow = (cost - fixed) / static_cast<double>(T);
   int64_t n = static_cast<int64_t>((flopBudget - fixed) / perRow);
-  n = std::max<int64_t>(8, std::min(n, T));
+  n = std::max<int64_t>(8, n);
+  if (n >= T)
+    return {}; // few rows (decode, T_q = 1): every row of every batch
   for (int64_t i = 0; i < n; ++i)
     rows.push_back(i * (T - 1) / std::max<int64_t>(1, n - 1));
   rows.erase(std::unique(rows.begin(), rows.end()), rows.end());

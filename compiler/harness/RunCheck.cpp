@@ -49,8 +49,10 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
   const double useful = usefulFlops(spec, p.size(), p.kvLens());
   const Tolerance tol = toleranceFor(spec.dtype, spec.op);
   const int threads = mhagen_get_num_threads();
+  // Query rows compared with the reference, over every batch.
   const int64_t checked =
-      rows.empty() ? p.size().Tq : static_cast<int64_t>(rows.size());
+      p.size().B *
+      (rows.empty() ? p.size().Tq : static_cast<int64_t>(rows.size()));
 
   js["variant"] = mhagen_kernel_symbol(k);
   js["target"] = mhagen_kernel_target(k);
@@ -85,8 +87,8 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                 "check    max |err| %.3g vs the f64 reference on %lld of "
                 "%lld query rows: %s (tolerance %g + %g*|ref|)\n",
                 cmp.maxAbsErr, static_cast<long long>(checked),
-                static_cast<long long>(p.size().Tq), cmp.ok() ? "OK" : "FAILED",
-                tol.atol, tol.rtol);
+                static_cast<long long>(p.size().B * p.size().Tq),
+                cmp.ok() ? "OK" : "FAILED", tol.atol, tol.rtol);
   text << buf;
   return cmp.ok() ? 0 : 1;
 }

@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <set>
@@ -124,6 +126,43 @@ public:
   }
   SourceLoc loc() const { return SourceLoc{file_, line_, col_}; }
 
+  /// What stands at the current position, for "expected X, found Y":
+  /// a character in quotes, or for anything outside printable ASCII its
+  /// code point (decoded from UTF-8) so a stray non-ASCII character is
+  /// named instead of printed as half a byte sequence.
+  std::string describeCur() const {
+    unsigned char c = static_cast<unsigned char>(cur());
+    if (atEnd())
+      return "end of file";
+    if (c == '\n')
+      return "end of line";
+    char hex[64];
+    if (c < 0x80) {
+      if (std::isprint(c))
+        return std::string("'") + static_cast<char>(c) + "'";
+      std::snprintf(hex, sizeof hex, "control character U+%04X", c);
+      return hex;
+    }
+    int len = (c & 0xe0) == 0xc0   ? 2
+              : (c & 0xf0) == 0xe0 ? 3
+              : (c & 0xf8) == 0xf0 ? 4
+                                   : 0;
+    uint32_t cp = len == 2 ? (c & 0x1f) : len == 3 ? (c & 0x0f) : (c & 0x07);
+    bool valid = len > 0 && pos_ + len <= text_.size();
+    for (int i = 1; valid && i < len; ++i) {
+      unsigned char cc = static_cast<unsigned char>(text_[pos_ + i]);
+      valid = (cc & 0xc0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3f);
+    }
+    if (!valid) {
+      std::snprintf(hex, sizeof hex, "byte 0x%02X (not UTF-8 text)", c);
+      return hex;
+    }
+    std::snprintf(hex, sizeof hex, "non-ASCII character U+%04X '", cp);
+    return hex + text_.substr(pos_, static_cast<size_t>(len)) +
+           "' (spec files are ASCII)";
+  }
+
   std::string identifier() {
     std::string s;
     if (!(std::isalpha(static_cast<unsigned char>(cur())) || cur() == '_'))
@@ -158,14 +197,6 @@ private:
   int line_ = 1, col_ = 1;
 };
 
-std::string describe(char c) {
-  if (c == '\0')
-    return "end of file";
-  if (c == '\n')
-    return "end of line";
-  return std::string("'") + c + "'";
-}
-
 } // namespace
 
 std::vector<RawSpec> parseSpecText(const std::string &text,
@@ -185,7 +216,7 @@ std::vector<RawSpec> parseSpecText(const std::string &text,
     std::string kw = sc.identifier();
     if (kw != "spec")
       fail(kwLoc, "expected 'spec NAME {', found " +
-                      (kw.empty() ? describe(sc.cur()) : "'" + kw + "'"));
+                      (kw.empty() ? sc.describeCur() : "'" + kw + "'"));
     sc.skipSpaceAndComments();
     RawSpec raw;
     raw.loc = sc.loc();
@@ -193,7 +224,7 @@ std::vector<RawSpec> parseSpecText(const std::string &text,
     if (raw.name.empty())
       fail(raw.loc, "expected a spec name (letters, digits, '_') after "
                     "'spec', found " +
-                        describe(sc.cur()));
+                        sc.describeCur());
     if (!names.insert(raw.name).second)
       throw SpecError({SpecDiagnostic{raw.loc, "", raw.name,
                                       "spec '" + raw.name +
@@ -201,7 +232,7 @@ std::vector<RawSpec> parseSpecText(const std::string &text,
     sc.skipSpaceAndComments();
     if (sc.cur() != '{')
       fail(sc.loc(), "expected '{' after 'spec " + raw.name + "', found " +
-                         describe(sc.cur()));
+                         sc.describeCur());
     sc.advance();
 
     while (true) {
@@ -222,7 +253,7 @@ std::vector<RawSpec> parseSpecText(const std::string &text,
       std::string spelled = sc.identifier();
       if (spelled.empty())
         fail(fieldLoc,
-             "expected a field name or '}', found " + describe(sc.cur()));
+             "expected a field name or '}', found " + sc.describeCur());
       std::string field = canonicalFieldName(spelled);
       if (field.empty())
         throw SpecError({SpecDiagnostic{fieldLoc, spelled, "",
@@ -231,7 +262,7 @@ std::vector<RawSpec> parseSpecText(const std::string &text,
       sc.skipBlanks();
       if (sc.cur() != '=')
         fail(sc.loc(), "expected '=' after field '" + spelled + "', found " +
-                           describe(sc.cur()));
+                           sc.describeCur());
       sc.advance();
       sc.skipBlanks();
       RawField value;

@@ -22,12 +22,12 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
   o->spec.addTo(*cmd);
   cmd->add_option("--T", o->T, "query length to count FLOPs for")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(sizeRange());
   cmd->add_option("--Tkv", o->Tkv, "key/value length (default: T)")
-      ->check(CLI::PositiveNumber);
+      ->check(sizeRange());
   cmd->add_option("--B", o->B, "batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(sizeRange());
   cmd->add_option("--format", o->format, "text | json")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));

@@ -116,7 +116,10 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
     if (!o->targets.empty()) {
       std::vector<AttentionSpec> expanded;
       std::stringstream ss(o->targets);
+      std::set<std::string> seen;
       for (std::string name; std::getline(ss, name, ',');) {
+        if (!seen.insert(name).second)
+          continue; // --targets avx2,avx2 names avx2 once
         Target t;
         if (!parseTarget(name, t)) {
           std::cerr << "error: --targets: unknown target '" << name
@@ -137,9 +140,15 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
       if (o->db.empty()) {
         all = generateKernels(specs, g);
       } else {
+        std::set<std::string> warned; // each torn record once
         for (const AttentionSpec &s : specs) {
           GenerateOptions one = g;
-          if (!applyTuningDatabase(s, o->db, one))
+          std::vector<std::string> warnings;
+          bool tuned = applyTuningDatabase(s, o->db, one, &warnings);
+          for (const std::string &w : warnings)
+            if (warned.insert(w).second)
+              std::cerr << "mhagen: warning: " << w << "\n";
+          if (!tuned)
             std::cerr << "mhagen: note: " << s.kernelName() << ": "
                       << one.scheduleSource.note << "\n";
           else if (!g.schedule.empty())
@@ -167,6 +176,9 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
         std::cout << "shared library: " << lib << "\n";
       }
       exitCode = kExitOk;
+    } catch (const DriverError &e) {
+      std::cerr << "mhagen: error: " << e.what() << "\n";
+      exitCode = e.inputError ? kExitUsage : kExitFailure;
     } catch (const std::exception &e) {
       std::cerr << "mhagen: error: " << e.what() << "\n";
       exitCode = kExitFailure;

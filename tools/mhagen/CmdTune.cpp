@@ -98,7 +98,8 @@ int report(const std::string &dbPath, const std::vector<AttentionSpec> &only,
     const TrialRecord *best = nullptr, *bestRe = nullptr, *deflt = nullptr;
     std::string kernelName;
     for (const TrialRecord *r : g.trials) {
-      ++byStatus[toString(r->status)];
+      if (r->phase != "remeasure")
+        ++byStatus[toString(r->status)];
       if (r->status != TrialStatus::Ok)
         continue;
       if (r->phase == "remeasure") {
@@ -119,14 +120,20 @@ int report(const std::string &dbPath, const std::vector<AttentionSpec> &only,
         kernelName = g.trials[0]->specHash;
       }
     }
+    // Search trials and re-measurements are counted apart, as the tuner's
+    // own log counts them.
+    int remeasures = 0;
+    for (const TrialRecord *r : g.trials)
+      remeasures += r->phase == "remeasure";
     std::printf("%s (%s)\n", kernelName.c_str(), key.c_str());
-    std::printf("  trials      %zu (", g.trials.size());
+    std::printf("  trials      %zu (",
+                g.trials.size() - static_cast<size_t>(remeasures));
     bool first = true;
     for (const auto &[st, n] : byStatus) {
       std::printf("%s%s %d", first ? "" : ", ", st.c_str(), n);
       first = false;
     }
-    std::printf(")\n");
+    std::printf(") + %d re-measurements\n", remeasures);
     const TrialRecord *winner = bestRe ? bestRe : best;
     // The default point's best measurement (re-measured if it was).
     const TrialRecord *base = nullptr;
@@ -137,9 +144,15 @@ int report(const std::string &dbPath, const std::vector<AttentionSpec> &only,
     if (base)
       std::printf("  default     %.3f ms (%s)\n", base->medianMs,
                   base->phase.c_str());
+    if (best && bestRe)
+      std::printf("  best trial  %.3f ms (%s, trial %s); re-measured with "
+                  "more repetitions below\n",
+                  best->medianMs, best->phase.c_str(), best->trialId.c_str());
     if (winner) {
-      std::printf("  best        %.3f ms (%s, trial %s)\n", winner->medianMs,
-                  winner->phase.c_str(), winner->trialId.c_str());
+      std::printf("  chosen      %.3f ms (%s, trial %s): what generate --db "
+                  "uses\n",
+                  winner->medianMs, winner->phase.c_str(),
+                  winner->trialId.c_str());
       std::printf("  best params %s\n", csvParams(winner->params).c_str());
       if (base)
         std::printf("  speedup     %.2fx over the default schedule\n",
@@ -153,12 +166,21 @@ int report(const std::string &dbPath, const std::vector<AttentionSpec> &only,
     }
     ++plotIndex;
     TempDir dir("mhagen-plot");
+    // Search trials in order, then the re-measurements (status
+    // "remeasure"), and the chosen record: the plot shows what the table
+    // says.
     std::string csv = "trial,status,median_ms\n";
     int n = 0;
     for (const TrialRecord *r : g.trials)
       if (r->phase != "remeasure")
         csv += std::to_string(++n) + "," + toString(r->status) + "," +
                std::to_string(r->medianMs) + "\n";
+    for (const TrialRecord *r : g.trials)
+      if (r->phase == "remeasure" && r->status == TrialStatus::Ok)
+        csv += std::to_string(++n) + ",remeasure," +
+               std::to_string(r->medianMs) + "\n";
+    if (winner)
+      csv += "0,chosen," + std::to_string(winner->medianMs) + "\n";
     writeFile(dir.file("data.csv"), csv);
     writeFile(dir.file("plot.py"), templateText("tuning_plot.py.in"));
     std::string title = kernelName + " on " + g.trials[0]->target + ", " +
@@ -205,7 +227,7 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
   o->spec.addTo(*cmd);
   cmd->add_option("--budget", o->budget, "trials (the default point included)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   cmd->add_option("--time", o->time,
                   "stop after this long (e.g. 90s, 10m, 1h), budget or not");
   cmd->add_option("--db", o->db, "tuning database (JSON lines)")
@@ -217,19 +239,29 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
       ->capture_default_str()
       ->check(CLI::IsMember({"evolve", "random"}));
   cmd->add_option("--seed", o->seed, "search seed")->capture_default_str();
-  cmd->add_option("--B", o->B, "batch to tune for")->capture_default_str();
+  // Every flag is checked here, before any trial runs or any record is
+  // written.
+  cmd->add_option("--B", o->B, "batch to tune for")
+      ->capture_default_str()
+      ->check(sizeRange());
   cmd->add_option("--T", o->T, "query tokens to tune for")
-      ->capture_default_str();
-  cmd->add_option("--Tkv", o->Tkv, "key/value tokens (default: T)");
-  cmd->add_option("--threads", o->threads, "kernel threads (default: all)");
+      ->capture_default_str()
+      ->check(sizeRange());
+  cmd->add_option("--Tkv", o->Tkv, "key/value tokens (default: T)")
+      ->check(sizeRange());
+  cmd->add_option("--threads", o->threads, "kernel threads (default: all)")
+      ->check(threadRange());
   cmd->add_option("--reps", o->reps, "timed repetitions per trial")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
   cmd->add_option("--remeasure", o->remeasure,
                   "re-measure this many of the best at the end")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   cmd->add_option("--trial-timeout", o->trialTimeout,
                   "seconds before a trial is killed")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 86400.0));
   cmd->add_flag("--report", o->report,
                 "print a summary of the database and plot it (no tuning)");
   cmd->add_option("--plot", o->plot, "PNG path for --report (default DB.png)");
@@ -321,6 +353,9 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
         std::printf("%s: %d trials (%d resumed), %d correct, %d failed\n",
                     s.kernelName().c_str(), sum.trials + sum.resumed,
                     sum.resumed, sum.ok, sum.failed);
+        std::printf("  + %d re-measurements, %.1f s in all%s\n", sum.remeasured,
+                    sum.seconds,
+                    sum.stoppedByTime ? " (stopped by --time)" : "");
         if (sum.baseline)
           std::printf("  default schedule %.3f ms\n", sum.baseline->medianMs);
         if (sum.best) {

@@ -16,6 +16,13 @@ namespace mhagen::cli {
 /// running, checking), 2 bad usage or an invalid spec.
 enum ExitCode { kExitOk = 0, kExitFailure = 1, kExitUsage = 2 };
 
+/// The bounds of the run-time size flags (--B, --T, --Tkv): the spec
+/// language's own limit on static sizes, so an error names the real range.
+constexpr int64_t kMaxRunSize = int64_t(1) << 24;
+inline CLI::Range sizeRange() { return CLI::Range(int64_t(1), kMaxRunSize); }
+/// --threads: 1 .. MHAGEN_MAX_THREADS (runtime.h).
+inline CLI::Range threadRange() { return CLI::Range(1, 256); }
+
 /// "stmt,asm" -> {"stmt", "asm"}; throws CLI::ValidationError.
 std::set<std::string> parseEmitList(const std::string &list);
 /// "q_tile=64,key_tile=32" -> params; throws CLI::ValidationError.

@@ -19,12 +19,13 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
       {"--kv", "kv", "key/value heads; h % kv == 0 (default: h)"},
       {"--dk", "dk", "query/key head width (default: d / h)"},
       {"--dv", "dv", "value head width (default: dk)"},
-      {"--mask", "mask", "none | causal | window(W) | padding, joined with &"},
-      {"--dtype", "dtype", "f32 | bf16 | f16 (accumulation is f32)"},
+      {"--mask", "mask",
+       "none | causal | window(W) | padding, joined with & (default none)"},
+      {"--dtype", "dtype", "f32 | bf16 | f16 (default f32; accumulates f32)"},
       {"--scale", "scale", "score scale (default 1/sqrt(dk))"},
       {"--op", "op", "layer (projections + attention, default) | sdpa"},
       {"--target", "target",
-       "host | avx2 | avx512 | avx512_bf16 | cuda[_smXX] | opencl"},
+       "host (default) | avx2 | avx512 | avx512_bf16 | cuda[_smXX] | opencl"},
       {"--backend", "backend", "halide (default) | mlir"},
       {"--static-T", "T", "fix the query length in the kernel"},
       {"--static-Tkv", "Tkv", "fix the key/value length in the kernel"},
@@ -42,6 +43,15 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
   if (allowFiles)
     app.add_option("specs", files_, "spec files (*.mha)")
         ->check(CLI::ExistingFile);
+}
+
+bool SpecOptions::anyGiven() const {
+  if (!files_.empty() || biasOpt_->count() > 0)
+    return true;
+  for (const Flag &f : flags_)
+    if (f.opt->count() > 0)
+      return true;
+  return false;
 }
 
 std::vector<AttentionSpec> SpecOptions::build() const {
@@ -72,7 +82,13 @@ std::vector<AttentionSpec> SpecOptions::build() const {
       std::stringstream text;
       text << in.rdbuf();
       try {
-        for (RawSpec raw : parseSpecText(text.str(), file)) {
+        std::vector<RawSpec> raws = parseSpecText(text.str(), file);
+        if (raws.empty())
+          diags.push_back(SpecDiagnostic{
+              SourceLoc{file, 0, 0}, "", "",
+              "the file holds no spec (write `spec NAME { d = ...; h = ... "
+              "}`; see docs/spec-language.md)"});
+        for (RawSpec raw : raws) {
           applyFlags(raw); // flags override the file's fields
           try {
             specs.push_back(buildSpec(raw));
@@ -93,18 +109,11 @@ std::vector<AttentionSpec> SpecOptions::build() const {
 
   RawSpec raw;
   raw.loc = SourceLoc{"<command line>", 0, 0};
-  bool anySize = false;
-  for (const Flag &f : flags_)
-    if (f.opt->count() && (f.field == "d" || f.field == "h"))
-      anySize = true;
-  if (!anySize) {
-    // The default spec: a Llama-3-8B-like layer.
-    SourceLoc def{"<default spec>", 0, 0};
-    raw.fields["d"] = RawField{"4096", def};
-    raw.fields["h"] = RawField{"32", def};
-    raw.fields["kv"] = RawField{"8", def};
-    raw.fields["mask"] = RawField{"causal", def};
-  }
+  // The documented defaults of --d and --h (see addTo); every other field
+  // takes the spec language's default (kv = h, dk = d / h, mask none, ...).
+  SourceLoc def{"<default>", 0, 0};
+  raw.fields["d"] = RawField{"4096", def};
+  raw.fields["h"] = RawField{"32", def};
   applyFlags(raw);
   specs.push_back(buildSpec(raw));
   return specs;

@@ -18,11 +18,14 @@ public:
   /// Registers the spec flags and the positional spec files on `app`.
   void addTo(CLI::App &app, bool allowFiles = true);
   /// The specs the command line describes: every spec of every file, or
-  /// the one spec the flags describe (the default spec -- d 4096, h 32,
-  /// kv 8, causal, f32, host -- when neither --d nor --h is given). Flags
-  /// given together with files override those fields in every file spec.
+  /// the one spec the flags describe, where an absent --d is 4096, an
+  /// absent --h is 32 and every other field takes the spec language's
+  /// default (as --help says). Flags given together with files override
+  /// those fields in every file spec. A file without a spec is an error.
   /// Throws SpecError.
   std::vector<AttentionSpec> build() const;
+  /// True when any spec flag or spec file was given.
+  bool anyGiven() const;
 
   const std::vector<std::string> &files() const { return files_; }
 

@@ -4,6 +4,7 @@
 #include "Commands.h"
 
 #include "mhagen/spec/SpecParser.h"
+#include "mhagen/support/Process.h"
 
 #include <CLI/CLI.hpp>
 
@@ -19,6 +20,9 @@
 
 int main(int argc, char **argv) {
   using namespace mhagen::cli;
+  // A mhagen killed by SIGTERM/SIGINT (a tuner's trial, a build tool's
+  // timeout) removes its temporary directories first.
+  mhagen::removeTempDirsOnSignals();
   CLI::App app{"mhagen " MHAGEN_VERSION
                ": ahead-of-time generator of specialized multi-head "
                "attention kernels",
@@ -36,6 +40,27 @@ int main(int argc, char **argv) {
   // `generate` is the default subcommand: `mhagen --d 4096 ...` means
   // `mhagen generate --d 4096 ...`.
   std::vector<std::string> args(argv + 1, argv + argc);
+  // Bare `mhagen` generates nothing: it says how to ask for a kernel.
+  if (args.empty()) {
+    std::cout << app.help()
+              << "\nmhagen: give a spec (spec files, or "
+                 "flags such as --d 4096 --h 32) or a subcommand\n";
+    return kExitUsage;
+  }
+  // `mhagen help [SUBCOMMAND]`.
+  if (args[0] == "help") {
+    if (args.size() == 1) {
+      std::cout << app.help();
+      return kExitOk;
+    }
+    for (const CLI::App *sub : app.get_subcommands({}))
+      if (sub->get_name() == args[1]) {
+        std::cout << sub->help();
+        return kExitOk;
+      }
+    std::cerr << "mhagen: help: no subcommand '" << args[1] << "'\n";
+    return kExitUsage;
+  }
   bool hasSubcommand = false;
   if (!args.empty()) {
     for (const CLI::App *sub : app.get_subcommands({}))
