@@ -88,7 +88,11 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     if (x <= 16)
       heads = x;
   d["heads_per_tile"] = heads;
-  d["tokens_per_tile"] = std::max<int64_t>(1, 64 / heads);
+  // About 64 rows per tile: the largest allowed token count that fits.
+  d["tokens_per_tile"] = 1;
+  for (int64_t t : space.params[1].values)
+    if (heads * t <= 64)
+      d["tokens_per_tile"] = t;
   d["key_tile"] = 32;
   d["channel_block"] = divisorsUpTo(s.d_v, 16).back();
   d["vector_width"] = vw;
@@ -111,12 +115,14 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     d["gemm_rows"] = vw == 16 ? 8 : 4;
   }
   // Make the default row count a multiple of both register blocks.
-  int64_t rows = roundUp(d["heads_per_tile"] * d["tokens_per_tile"], vw);
-  if (rows % d["s_rows"] != 0 || rows % d["pv_rows"] != 0) {
-    d["s_rows"] = vw;
-    d["pv_rows"] = vw;
-  }
-  space.defaults = d;
+  auto fitRegisterBlocks = [vw](ScheduleParams &p) {
+    int64_t rows = roundUp(p["heads_per_tile"] * p["tokens_per_tile"], vw);
+    if (rows % p["s_rows"] != 0 || rows % p["pv_rows"] != 0) {
+      p["s_rows"] = vw;
+      p["pv_rows"] = vw;
+    }
+  };
+  fitRegisterBlocks(d);
 
   const int64_t dk = s.d_k, dv = s.d_v;
   space.violation = [=](const ScheduleParams &p) -> std::string {
@@ -172,6 +178,15 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     }
     return "";
   };
+  // Wide heads (dk, dv up to 512) can push the per-task scratch past its
+  // bound: fewer tokens per tile first, then shorter key tiles, then no
+  // K/V staging.
+  space.defaults = descendToValid(space, d,
+                                  {{"tokens_per_tile", -1},
+                                   {"key_tile", -1},
+                                   {"stage_kv", -1},
+                                   {"heads_per_tile", -1}},
+                                  fitRegisterBlocks);
   return space;
 }
 
@@ -315,12 +330,20 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
 void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
                            int64_t outFeatures, const ScheduleParams &p,
                            bool isOutput) {
-  const int vw = static_cast<int>(get(p, "vector_width"));
+  const int targetVw = static_cast<int>(get(p, "vector_width"));
+  // A projection narrower than one vector (e.g. kv * dv = 7) is vectorized
+  // by the largest power of two that fits: the accumulator's vectors shift
+  // inwards, which would read before the first feature if a vector were
+  // wider than all of them (found by the property test of default
+  // schedules).
+  int vw = targetVw;
+  while (vw > 1 && vw > outFeatures)
+    vw /= 2;
   int cols = static_cast<int>(get(p, "gemm_cols"));
   const int rows = static_cast<int>(get(p, "gemm_rows"));
   // Narrow projections (fewer features than a block) use one block.
-  while (cols > vw && cols > outFeatures)
-    cols -= vw;
+  while (cols > targetVw && cols > outFeatures)
+    cols -= targetVw;
   Var no("no"), ni("ni"), to("to"), ti("ti"), task("task");
   Func out = proj.out;
   if (!isOutput)

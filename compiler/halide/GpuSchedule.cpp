@@ -64,7 +64,6 @@ ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
   d["key_tile"] = 16;
   d["channel_block"] = divisorsUpTo(s.d_v, 8).back();
   d["lane_threads"] = 32;
-  space.defaults = d;
   space.violation = [=](const ScheduleParams &p) -> std::string {
     if (std::string why = declaredViolation(space.params, p); !why.empty())
       return why;
@@ -83,6 +82,13 @@ ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
       return "more than 48 KiB of shared memory per block";
     return "";
   };
+  // Wide value heads need fewer rows per block (threads, shared memory).
+  space.defaults = descendToValid(space, d,
+                                  {{"tokens_per_tile", -1},
+                                   {"key_tile", -1},
+                                   {"heads_per_tile", -1},
+                                   {"channel_block", +1},
+                                   {"lane_threads", -1}});
   return space;
 }
 

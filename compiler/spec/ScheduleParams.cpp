@@ -58,4 +58,41 @@ bool scheduleParamsFromJson(const std::string &json, ScheduleParams &out,
   }
 }
 
+ScheduleParams
+descendToValid(const ScheduleSpace &space, ScheduleParams start,
+               const std::vector<ParamStep> &order,
+               const std::function<void(ScheduleParams &)> &adjust) {
+  if (space.valid(start))
+    return start;
+  ScheduleParams p = start;
+  for (const ParamStep &step : order) {
+    const ParamDecl *decl = nullptr;
+    for (const ParamDecl &d : space.params)
+      if (d.name == step.name)
+        decl = &d;
+    if (!decl || !p.count(step.name))
+      continue;
+    for (;;) {
+      const std::vector<int64_t> &v = decl->values;
+      auto it = std::find(v.begin(), v.end(), p[step.name]);
+      if (it == v.end()) { // not an allowed value: the nearest one below
+        auto above = std::lower_bound(v.begin(), v.end(), p[step.name]);
+        it = above == v.begin() ? above : above - 1;
+      } else if (step.direction < 0 && it != v.begin()) {
+        --it;
+      } else if (step.direction > 0 && it + 1 != v.end()) {
+        ++it;
+      } else {
+        break; // this parameter cannot move further
+      }
+      p[step.name] = *it;
+      if (adjust)
+        adjust(p);
+      if (space.valid(p))
+        return p;
+    }
+  }
+  return start;
+}
+
 } // namespace mhagen

@@ -49,6 +49,25 @@ struct ScheduleSpace {
 std::string declaredViolation(const std::vector<ParamDecl> &params,
                               const ScheduleParams &p);
 
+/// One way to move a default point: a parameter and the direction
+/// (-1: toward smaller allowed values, +1: toward larger ones).
+struct ParamStep {
+  std::string name;
+  int direction = -1;
+};
+
+/// Makes `space.defaults` valid for specs where the backend's preferred
+/// point is not (large head widths, odd GQA groups): each step in `order`
+/// moves its parameter one allowed value at a time, calling `adjust` after
+/// each move (to re-derive dependent parameters), until the point is valid;
+/// then the next step is tried from there. Returns the first valid point,
+/// or "" in `*why` and the unchanged start when none of the moves reaches
+/// one (the property test of default schedules then reports it).
+ScheduleParams
+descendToValid(const ScheduleSpace &space, ScheduleParams start,
+               const std::vector<ParamStep> &order,
+               const std::function<void(ScheduleParams &)> &adjust = {});
+
 /// {"a":1,"b":2} (keys sorted): deterministic text for manifests and the
 /// tuning database.
 std::string scheduleParamsToJson(const ScheduleParams &p);
