@@ -1,8 +1,10 @@
 #include "mhagen/support/Process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,10 +15,26 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
 namespace mhagen {
+
+// AddressSanitizer reserves terabytes of address space for its shadow
+// memory, so an address-space limit would stop a sanitized child from
+// starting (scripts/sanitize.sh); the limit is skipped there.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
 
 ProcessResult runProcess(const std::vector<std::string> &argv,
                          double timeoutSeconds, size_t memoryLimitBytes) {
@@ -41,7 +59,10 @@ ProcessResult runProcess(const std::vector<std::string> &argv,
   }
   if (pid == 0) {
     setpgid(0, 0); // its own group, so a timeout kills its children too
-    if (memoryLimitBytes) {
+    // A parent killed with SIGKILL cannot clean up after its children:
+    // they get SIGTERM then, which removes their temporary directories.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (memoryLimitBytes && !kAddressSanitizer) {
       rlimit lim{memoryLimitBytes, memoryLimitBytes};
       setrlimit(RLIMIT_AS, &lim);
     }
@@ -95,24 +116,137 @@ ProcessResult runProcess(const std::vector<std::string> &argv,
   return r;
 }
 
-TempDir::TempDir(const std::string &prefix) {
+namespace {
+
+// Live temporary directories, so a SIGTERM/SIGINT/SIGHUP can remove them
+// before the process dies (see removeTempDirsOnSignals). Fixed-size
+// storage: the handler must not allocate.
+constexpr int kMaxLiveDirs = 64;
+constexpr size_t kMaxPath = 512;
+char gLiveDirs[kMaxLiveDirs][kMaxPath];
+// The process that made each directory: a forked child inherits this
+// table but must never remove its parent's directories.
+pid_t gLiveOwner[kMaxLiveDirs];
+std::mutex gLiveMu;
+
+void track(const std::string &path) {
+  if (path.size() >= kMaxPath)
+    return;
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  for (int i = 0; i < kMaxLiveDirs; ++i)
+    if (!gLiveDirs[i][0]) {
+      std::memcpy(gLiveDirs[i], path.c_str(), path.size() + 1);
+      gLiveOwner[i] = getpid();
+      return;
+    }
+}
+
+void untrack(const std::string &path) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  for (auto &slot : gLiveDirs)
+    if (path == slot)
+      slot[0] = '\0';
+}
+
+// Removes a directory tree with system calls only (used from the signal
+// handler, where std::filesystem may allocate).
+void removeTree(const char *path, int depth) {
+  if (depth > 16)
+    return;
+  if (DIR *d = opendir(path)) {
+    while (dirent *e = readdir(d)) {
+      if (!std::strcmp(e->d_name, ".") || !std::strcmp(e->d_name, ".."))
+        continue;
+      char child[kMaxPath];
+      int n = std::snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+      if (n <= 0 || static_cast<size_t>(n) >= sizeof child)
+        continue;
+      if (e->d_type == DT_DIR)
+        removeTree(child, depth + 1);
+      else
+        unlink(child);
+    }
+    closedir(d);
+  }
+  rmdir(path);
+}
+
+void onTerminatingSignal(int sig) {
+  const pid_t self = getpid();
+  for (int i = 0; i < kMaxLiveDirs; ++i)
+    if (gLiveDirs[i][0] && gLiveOwner[i] == self)
+      removeTree(gLiveDirs[i], 0);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+std::string tempBase() {
   const char *base = std::getenv("TMPDIR");
+  return base && *base ? base : "/tmp";
+}
+
+} // namespace
+
+TempDir::TempDir(const std::string &prefix) {
+  // The owner's pid is in the name, so a later run can tell a directory
+  // left behind by a killed process (removeStaleTempDirs).
   std::string tmpl =
-      std::string(base && *base ? base : "/tmp") + "/" + prefix + ".XXXXXX";
+      tempBase() + "/" + prefix + "." + std::to_string(getpid()) + ".XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (!mkdtemp(buf.data()))
     throw std::runtime_error("cannot create a temporary directory in " +
-                             std::string(base ? base : "/tmp") + ": " +
-                             std::strerror(errno));
+                             tempBase() + ": " + std::strerror(errno));
   path_ = buf.data();
+  track(path_);
 }
 
 TempDir::~TempDir() {
+  untrack(path_);
   if (keep_)
     return;
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+void TempDir::keep() {
+  keep_ = true;
+  untrack(path_);
+}
+
+void removeTempDirsOnSignals() {
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    struct sigaction sa;
+    std::memset(&sa, 0, sizeof sa);
+    sa.sa_handler = onTerminatingSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+int removeStaleTempDirs() {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto &e : std::filesystem::directory_iterator(tempBase(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("mhagen-", 0) != 0 || !e.is_directory(ec))
+      continue;
+    // mhagen-<what>.<pid>.<XXXXXX>
+    size_t dot = name.find('.');
+    size_t dot2 = dot == std::string::npos ? dot : name.find('.', dot + 1);
+    if (dot2 == std::string::npos)
+      continue;
+    const std::string pidText = name.substr(dot + 1, dot2 - dot - 1);
+    if (pidText.empty() ||
+        pidText.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    pid_t pid = static_cast<pid_t>(std::stol(pidText));
+    if (pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+      continue; // its owner still runs (or is not ours to judge)
+    std::filesystem::remove_all(e.path(), ec);
+    removed += ec ? 0 : 1;
+  }
+  return removed;
 }
 
 std::string readFile(const std::string &path) {

@@ -6,7 +6,8 @@
 namespace mhagen {
 
 bool applyTuningDatabase(const AttentionSpec &spec, const std::string &dbPath,
-                         GenerateOptions &options) {
+                         GenerateOptions &options,
+                         std::vector<std::string> *warnings) {
   AttentionSpec s = spec;
   s.target = resolveTarget(s.target, s.dtype);
   options.scheduleSource = ScheduleSource{};
@@ -16,6 +17,9 @@ bool applyTuningDatabase(const AttentionSpec &spec, const std::string &dbPath,
     return false;
   }
   TuningDb db(dbPath);
+  if (warnings)
+    warnings->insert(warnings->end(), db.warnings().begin(),
+                     db.warnings().end());
   auto best = db.best(s.hash(), s.target.str(), toString(s.backend));
   if (!best) {
     options.scheduleSource.note = "no correct record for spec " + s.hash() +

@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #ifndef MHAGEN_VERSION
 #define MHAGEN_VERSION "0.0.0"
@@ -178,8 +180,27 @@ TrialRecord runTrial(const TuneOptions &o, const ScheduleParams &p,
   return r;
 }
 
+// The 1-minute load average (0 when unknown).
+static double loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = 0;
+  in >> load;
+  return in ? load : 0;
+}
+
 TuneSummary runTuning(const TuneOptions &o) {
   TuneSummary sum;
+  // Temporary directories of tuners and trials killed earlier (kill -9)
+  // are removed; this run's are removed on SIGTERM/SIGINT too.
+  removeTempDirsOnSignals();
+  if (int n = removeStaleTempDirs(); n > 0 && o.progress)
+    *o.progress << "removed " << n
+                << " temporary directories left by killed runs\n";
+  // One tuner per database (and shard) at a time: a second one waits here
+  // and then resumes from the first one's records instead of measuring the
+  // same points again.
+  TuningDbLock lock(o.dbPath, o.search.shardIndex, o.search.shardCount,
+                    o.progress);
   TuningDb db(o.dbPath);
   sum.warnings = db.warnings();
   ScheduleSpace space = spaceFor(o.spec);
@@ -225,10 +246,20 @@ TuneSummary runTuning(const TuneOptions &o) {
   };
   const int total = o.search.budget;
   int index = sum.resumed;
+  // --time bounds the whole run, re-measurements included: a trial starts
+  // only if it is expected (from the trials so far) to end in time.
+  double perTrialSeconds = 0;
+  auto fits = [&](double expectedSeconds) {
+    return o.timeLimitSeconds <= 0 ||
+           elapsed() + expectedSeconds <= o.timeLimitSeconds;
+  };
   while (search.measured() < total) {
-    if (o.timeLimitSeconds > 0 && elapsed() > o.timeLimitSeconds) {
+    if (!fits(perTrialSeconds)) {
       if (log)
-        *log << "time limit reached after " << shortDuration(elapsed()) << "\n";
+        *log << "time limit: stopping after " << shortDuration(elapsed())
+             << " (the next trial would end past "
+             << shortDuration(o.timeLimitSeconds) << ")\n";
+      sum.stoppedByTime = true;
       break;
     }
     std::string phase;
@@ -244,8 +275,9 @@ TuneSummary runTuning(const TuneOptions &o) {
     search.report(*p, r.status == TrialStatus::Ok, r.medianMs);
     ++sum.trials;
     track(r);
+    perTrialSeconds = elapsed() / sum.trials;
     if (log) {
-      double perTrial = elapsed() / sum.trials;
+      double perTrial = perTrialSeconds;
       char line[512];
       std::snprintf(
           line, sizeof line, "[%d/%d] %-6s %-11s %9s | best %s | ETA %s | %s\n",
@@ -289,8 +321,19 @@ TuneSummary runTuning(const TuneOptions &o) {
           finalists.end())
     finalists.push_back(space.defaults); // the speedup's denominator
   std::optional<TrialRecord> best, baseline;
+  const double remeasureSeconds =
+      perTrialSeconds *
+      std::max(1.0, static_cast<double>(o.remeasureReps) / std::max(1, o.reps));
   for (const ScheduleParams &p : finalists) {
+    if (!fits(remeasureSeconds)) {
+      if (log)
+        *log << "time limit: " << (finalists.size() - sum.remeasured)
+             << " re-measurements skipped\n";
+      sum.stoppedByTime = true;
+      break;
+    }
     TrialRecord r = runTrial(o, p, "remeasure", o.remeasureReps, ++index);
+    ++sum.remeasured;
     db.append(r);
     if (log)
       *log << "re-measured " << paramsCsv(p) << ": "
@@ -303,7 +346,38 @@ TuneSummary runTuning(const TuneOptions &o) {
       best = r;
     if (p == space.defaults)
       baseline = r;
+    // The same schedule measured twice: a large gap means the machine was
+    // busy or noisy, and the ranking may not hold.
+    for (const TrialRecord *first : ok)
+      if (first->params == p && first->medianMs > 0) {
+        double hi = std::max(first->medianMs, r.medianMs),
+               lo = std::min(first->medianMs, r.medianMs);
+        if (hi / lo > 1.15) {
+          char w[256];
+          std::snprintf(w, sizeof w,
+                        "the same schedule measured %.3f ms, then %.3f ms "
+                        "(%.0f%% apart): the machine was busy or noisy "
+                        "while tuning",
+                        first->medianMs, r.medianMs, 100.0 * (hi / lo - 1));
+          sum.warnings.push_back(w);
+        }
+        break;
+      }
   }
+  // The load seen: more runnable threads than CPUs means other work
+  // competed with the measurements.
+  if (double load = loadAverage(); load > 0) {
+    const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+    if (load > cpus + 0.5) {
+      char w[160];
+      std::snprintf(w, sizeof w,
+                    "load average %.2f on %u CPUs while tuning: other work "
+                    "competed with the measurements",
+                    load, cpus);
+      sum.warnings.push_back(w);
+    }
+  }
+  sum.seconds = elapsed();
   if (best)
     sum.best = best;
   if (baseline)

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -191,6 +192,36 @@ std::optional<TrialRecord> TuningDb::best(const std::string &specHash,
   if (!best)
     return std::nullopt;
   return *best;
+}
+
+TuningDbLock::TuningDbLock(const std::string &dbPath, int shardIndex,
+                           int shardCount, std::ostream *progress) {
+  std::string path = dbPath +
+                     (shardCount > 1 ? ".shard-" + std::to_string(shardIndex) +
+                                           "-of-" + std::to_string(shardCount)
+                                     : std::string()) +
+                     ".lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw std::runtime_error("cannot open the lock file " + path + ": " +
+                             std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0)
+    return;
+  if (progress)
+    *progress << "waiting for another tuner of " << dbPath << " (" << path
+              << ")\n";
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      int e = errno;
+      ::close(fd_);
+      throw std::runtime_error("cannot lock " + path + ": " + std::strerror(e));
+    }
+  }
+}
+
+TuningDbLock::~TuningDbLock() {
+  if (fd_ >= 0)
+    ::close(fd_); // releases the flock
 }
 
 std::string cpuModelName() {

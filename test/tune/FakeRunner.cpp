@@ -27,6 +27,9 @@ int main(int argc, char **argv) {
     if (a == "--inject-fault")
       fault = argv[i + 1];
   }
+  // Durability tests slow each trial down so that kills land mid-run.
+  if (const char *ms = std::getenv("FAKE_RUNNER_SLEEP_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(ms)));
   if (fault == "crash")
     std::raise(SIGSEGV);
   if (fault == "hang")

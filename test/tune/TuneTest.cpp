@@ -9,14 +9,21 @@
 #include "mhagen/tune/ScheduleSearch.h"
 #include "mhagen/tune/TunedSchedule.h"
 #include "mhagen/tune/Tuner.h"
+#include "mhagen/tune/TuningDb.h"
 
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
+#include <thread>
 
 using namespace mhagen;
 
@@ -313,4 +320,127 @@ TEST(Tuner, GenerationFallsBackWithoutARecord) {
   ASSERT_TRUE(applyTuningDatabase(testSpec(), o.dbPath, h));
   EXPECT_EQ(h.scheduleSource.kind, "tuned");
   EXPECT_FALSE(h.schedule.empty());
+}
+
+// ---- durability (issue 12, section 8) ---------------------------------
+namespace {
+
+// Runs runTuning in a forked child; returns its pid.
+pid_t tuneInChild(const TuneOptions &o) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    try {
+      runTuning(o);
+    } catch (...) {
+      _exit(3);
+    }
+    _exit(0);
+  }
+  return pid;
+}
+
+int waitFor(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// Records of the search (not the final re-measurements): each schedule
+// point is measured once, whatever was killed or ran concurrently.
+void expectNoDuplicateTrials(const TuningDb &db, size_t expected) {
+  std::set<std::string> seen;
+  size_t search = 0;
+  for (const TrialRecord &r : db.records()) {
+    if (r.phase == "remeasure")
+      continue;
+    ++search;
+    EXPECT_TRUE(seen.insert(scheduleParamsToJson(r.params)).second)
+        << "measured twice: " << scheduleParamsToJson(r.params);
+  }
+  EXPECT_EQ(search, expected);
+}
+
+bool leftoverTrialDir(const std::string &tmp, pid_t pid) {
+  const std::string prefix = "mhagen-trial." + std::to_string(pid) + ".";
+  for (const auto &e : std::filesystem::directory_iterator(tmp))
+    if (e.path().filename().string().rfind(prefix, 0) == 0)
+      return true;
+  return false;
+}
+
+struct ScopedEnv {
+  ScopedEnv(const char *name, const std::string &value) : name_(name) {
+    const char *old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_)
+      old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  const char *name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+} // namespace
+
+TEST(Durability, KillNineAtRandomMomentsThenResume) {
+  TempDir dir("durability");
+  ScopedEnv tmp("TMPDIR", dir.path());
+  ScopedEnv slow("FAKE_RUNNER_SLEEP_MS", "30");
+  const std::string db = dir.file("db.jsonl");
+  const int budget = 24;
+  std::mt19937 rng(12);
+  std::vector<pid_t> killed;
+  for (int round = 0; round < 5; ++round) {
+    pid_t pid = tuneInChild(fakeOptions(db, budget));
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        std::uniform_int_distribution<int>(40, 400)(rng)));
+    kill(pid, SIGKILL);
+    waitFor(pid);
+    killed.push_back(pid);
+  }
+  // The last run finishes: it resumes from every record that was written.
+  TuneSummary sum = runTuning(fakeOptions(db, budget));
+  EXPECT_EQ(sum.ok + sum.failed, budget);
+  TuningDb after(db);
+  expectNoDuplicateTrials(after, budget);
+  for (pid_t pid : killed)
+    EXPECT_FALSE(leftoverTrialDir(dir.path(), pid))
+        << "temporary directory of killed tuner " << pid << " remains";
+  GenerateOptions g;
+  EXPECT_TRUE(applyTuningDatabase(testSpec(), db, g)) << g.scheduleSource.note;
+}
+
+TEST(Durability, SigtermRemovesTemporaryDirectories) {
+  TempDir dir("durability-term");
+  ScopedEnv tmp("TMPDIR", dir.path());
+  ScopedEnv slow("FAKE_RUNNER_SLEEP_MS", "300");
+  pid_t pid = tuneInChild(fakeOptions(dir.file("db.jsonl"), 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  kill(pid, SIGTERM);
+  int status = waitFor(pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_FALSE(leftoverTrialDir(dir.path(), pid));
+}
+
+TEST(Durability, TwoTunersOnOneDatabaseDoNotDuplicate) {
+  TempDir dir("durability-two");
+  ScopedEnv slow("FAKE_RUNNER_SLEEP_MS", "10");
+  const std::string db = dir.file("db.jsonl");
+  const int budget = 16;
+  pid_t a = tuneInChild(fakeOptions(db, budget));
+  pid_t b = tuneInChild(fakeOptions(db, budget));
+  int sa = waitFor(a), sb = waitFor(b);
+  EXPECT_TRUE(WIFEXITED(sa) && WEXITSTATUS(sa) == 0);
+  EXPECT_TRUE(WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
+  TuningDb after(db);
+  EXPECT_TRUE(after.warnings().empty());
+  expectNoDuplicateTrials(after, budget);
 }

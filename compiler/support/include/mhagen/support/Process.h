@@ -23,6 +23,13 @@ ProcessResult runProcess(const std::vector<std::string> &argv,
                          double timeoutSeconds = 0,
                          size_t memoryLimitBytes = 0);
 
+/// Makes SIGTERM, SIGINT and SIGHUP remove every live TempDir before the
+/// process dies of the signal (long-running commands: tune, run).
+void removeTempDirsOnSignals();
+/// Removes mhagen's temporary directories whose owning process is gone
+/// (left by a kill -9); returns how many. TempDir names carry the pid.
+int removeStaleTempDirs();
+
 /// A directory removed (recursively) when this object dies.
 class TempDir {
 public:
@@ -33,7 +40,7 @@ public:
   const std::string &path() const { return path_; }
   std::string file(const std::string &name) const { return path_ + "/" + name; }
   /// Keep the directory (for debugging); it is then not removed.
-  void keep() { keep_ = true; }
+  void keep();
 
 private:
   std::string path_;

@@ -6,15 +6,19 @@
 #include "mhagen/driver/Driver.h"
 
 #include <string>
+#include <vector>
 
 namespace mhagen {
 
 /// Fills options.schedule and options.scheduleSource from the database's
 /// best record for the spec (target resolved here). Returns false -- and
 /// sets scheduleSource.note to say why, keeping the default schedule --
-/// when the database has no usable record.
+/// when the database has no usable record. Torn or invalid records the
+/// database skipped are appended to *warnings (when given), so that
+/// `generate --db` says so as `tune --report` does.
 bool applyTuningDatabase(const AttentionSpec &spec, const std::string &dbPath,
-                         GenerateOptions &options);
+                         GenerateOptions &options,
+                         std::vector<std::string> *warnings = nullptr);
 
 } // namespace mhagen
 

@@ -46,6 +46,11 @@ struct TuneSummary {
   int ok = 0, failed = 0;
   std::optional<TrialRecord> best;     ///< after re-measurement
   std::optional<TrialRecord> baseline; ///< the default schedule
+  int remeasured = 0;                  ///< re-measurements run at the end
+  bool stoppedByTime = false; ///< --time ended the search or re-measuring
+  double seconds = 0;         ///< wall time of this run
+  /// Torn database lines, and signs of a busy machine: the same schedule
+  /// measured far apart, or a load average above the CPU count.
   std::vector<std::string> warnings;
 };
 

@@ -10,6 +10,7 @@
 #include "mhagen/spec/ScheduleParams.h"
 
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,24 @@ private:
 };
 
 /// "Intel(R) Xeon(R) ..." from /proc/cpuinfo ("unknown" if absent).
+/// An exclusive advisory lock (flock) on DB.lock, or on
+/// DB.shard-I-of-N.lock for a shard, held for the life of the object:
+/// tuners of one database (and shard) run one after the other, each
+/// resuming from the records of those before it. Waits for the lock,
+/// saying so on `progress` once. Released when the process dies, however
+/// it dies.
+class TuningDbLock {
+public:
+  TuningDbLock(const std::string &dbPath, int shardIndex = 0,
+               int shardCount = 1, std::ostream *progress = nullptr);
+  ~TuningDbLock();
+  TuningDbLock(const TuningDbLock &) = delete;
+  TuningDbLock &operator=(const TuningDbLock &) = delete;
+
+private:
+  int fd_ = -1;
+};
+
 std::string cpuModelName();
 /// Current time as "2026-11-29T12:34:56Z".
 std::string utcTimestamp();
