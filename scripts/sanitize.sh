@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The sanitized run (part of scripts/test.sh, so of CI): mhagen's own code
+# built with clang, AddressSanitizer + UndefinedBehaviorSanitizer
+# (MHAGEN_SANITIZE), leak detection on. Runs the unit, spec, runtime,
+# tuning, property and CLI/lit tests, a small numerical subset, every fuzz
+# corpus, then each libFuzzer target for a bounded time
+# ($MHAGEN_FUZZ_SECONDS, default 45 s each). The MLIR backend, the
+# benchmarks and the downstream CMake consumer are left out here: MLIR's
+# static LLVM is not instrumented and costs minutes to link per tool, and
+# the consumer is built by another compiler on purpose (the main run covers
+# all three).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup-deps.sh
+BUILD_DIR="${MHAGEN_ASAN_BUILD_DIR:-build-asan}"
+JOBS="${MHAGEN_JOBS:-$(nproc)}"
+FUZZ_SECONDS="${MHAGEN_FUZZ_SECONDS:-45}"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0"
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  CC=clang-19 CXX=clang++-19 cmake -S . -B "$BUILD_DIR" -G Ninja \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMHAGEN_SANITIZE=ON \
+    -DMHAGEN_ENABLE_MLIR=OFF -DMHAGEN_BUILD_BENCH=OFF
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS"
+(cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS" -E '^downstream$')
+bash scripts/fuzz.sh "$FUZZ_SECONDS"
