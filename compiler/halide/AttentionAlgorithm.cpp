@@ -13,7 +13,7 @@ int channelBlockFor(int64_t dv, int preferred) {
   return 1;
 }
 
-// The algorithm, in plain math (shared/DESIGN.md section 1, online softmax):
+// The algorithm, in plain math (docs/design.md §1, the flash form):
 //
 //   for each batch b, head block ho, query tile qo (rows i: see
 //   AttentionTiles for how rows map to heads and tokens):
@@ -84,7 +84,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Expr kvHead = (ho * HP) / static_cast<int>(group);
   const Expr key = kt * KT + j;
 
-  // Which keys each row may see (DESIGN.md: masks). The rows' absolute
+  // Which keys each row may see (docs/design.md §2). The rows' absolute
   // positions are a small table per tile, so the predicate is a vector
   // load and compares (i / HP spelled inline would split the vectors).
   st.rowPos = Func("row_pos");

@@ -1,6 +1,6 @@
 // How each mhagen CPU/GPU target maps onto Halide 14 and LLVM 14 codegen.
 //
-// Zen 4 traps (shared/NOTES.md): Halide's `host` detects Sapphire Rapids
+// Zen 4 traps (docs/design.md §7): Halide's `host` detects Sapphire Rapids
 // here and LLVM then emits AVX512-FP16 (SIGILL on Zen 4); and the BF16 dot
 // pattern is only lowered to Halide's own wrappers when the plain `avx512`
 // feature is present. So mhagen never uses `host` inside Halide: it picks

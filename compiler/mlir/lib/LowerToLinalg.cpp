@@ -1,6 +1,6 @@
 //===- LowerToLinalg.cpp - mha.attention to linalg on tensors -------------===//
 //
-// The flash form (shared/DESIGN.md, online softmax):
+// The flash form (docs/design.md §1):
 //
 //   scf.forall (b, head, qt) in (B, h, ceil(Tq / QT)):
 //     Q tile [QT x dk] (padded, scaled, f32)

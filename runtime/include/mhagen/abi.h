@@ -1,5 +1,5 @@
 /* The binary contract between generated kernels and the mhagen runtime
- * (shared/DESIGN.md section 4). Every backend produces exactly this ABI for
+ * (docs/design.md §5). Every backend produces exactly this ABI for
  * the same spec, so kernels from different backends are interchangeable.
  *
  * Tensor layouts (row-major, innermost index last; element type = the

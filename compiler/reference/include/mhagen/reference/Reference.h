@@ -1,4 +1,4 @@
-// The reference kernels: plain loops that follow shared/DESIGN.md section 1
+// The reference kernels: plain loops that follow docs/design.md §1
 // line by line. They are the oracle for every numerical test in mhagen, so
 // they favour being obviously right over being fast.
 //

@@ -1,6 +1,6 @@
 // AttentionSpec: the one description of an attention kernel that flows through
 // every stage of mhagen (parser -> validation -> backend -> driver -> runtime
-// manifest). The math it describes is in shared/DESIGN.md section 1.
+// manifest). The math it describes is in docs/design.md §1.
 #ifndef MHAGEN_SPEC_ATTENTIONSPEC_H
 #define MHAGEN_SPEC_ATTENTIONSPEC_H
 

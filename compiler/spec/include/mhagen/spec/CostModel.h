@@ -1,4 +1,4 @@
-// Parameter, FLOP and memory counts of a spec (shared/DESIGN.md section 2);
+// Parameter, FLOP and memory counts of a spec (docs/design.md §3);
 // this is what `mhagen explain` prints and what benchmarks divide by.
 #ifndef MHAGEN_SPEC_COSTMODEL_H
 #define MHAGEN_SPEC_COSTMODEL_H
