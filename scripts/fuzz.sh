@@ -6,9 +6,12 @@
 # $MHAGEN_ASAN_BUILD_DIR/fuzz-crashes/: add it to the corpus as a
 # regression test once fixed.
 #   bash scripts/fuzz.sh [SECONDS]
+# $MHAGEN_FUZZ_SEED fixes libFuzzer's seed (CI uses 1, so a run can be
+# repeated); 0 or unset here means a random seed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-600}"
+SEED="${MHAGEN_FUZZ_SEED:-0}"
 BUILD_DIR="${MHAGEN_ASAN_BUILD_DIR:-build-asan}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$PWD/scripts/lsan.supp:print_suppressions=0}"
@@ -22,7 +25,7 @@ for name in spec_parser manifest elf_check call_validation; do
   log="$BUILD_DIR/fuzz-work/$name.log"
   set +e
   "$BUILD_DIR/test/fuzz/fuzz_$name" -max_total_time="$SECONDS_EACH" \
-    -max_len=8192 -print_final_stats=1 \
+    -max_len=8192 -print_final_stats=1 -seed="$SEED" \
     -artifact_prefix="$BUILD_DIR/fuzz-crashes/$name-" "$work" > "$log" 2>&1
   rc=$?
   set -e

@@ -25,4 +25,4 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS"
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$JOBS" -E '^downstream$')
-bash scripts/fuzz.sh "$FUZZ_SECONDS"
+MHAGEN_FUZZ_SEED="${MHAGEN_FUZZ_SEED:-1}" bash scripts/fuzz.sh "$FUZZ_SECONDS"

@@ -147,8 +147,13 @@ int64_t integer(const ojson &obj, const char *name, const char *where,
   if (!v.is_number_integer())
     throw SchemaError{std::string(where) + name + " must be an integer, not " +
                       v.dump()};
-  if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi)
-                             : (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+  // nlohmann stores non-negative literals as unsigned: both bounds apply
+  // to them too (fuzz_manifest found n_kv = 0 passing as unsigned).
+  const bool inRange = v.is_number_unsigned()
+                           ? v.get<uint64_t>() <= uint64_t(hi) &&
+                                 (lo <= 0 || v.get<uint64_t>() >= uint64_t(lo))
+                           : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!inRange)
     throw SchemaError{std::string(where) + name + " = " + v.dump() +
                       " is outside [" + std::to_string(lo) + ", " +
                       std::to_string(hi) + "]"};

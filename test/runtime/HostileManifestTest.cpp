@@ -82,6 +82,8 @@ TEST(HostileManifest, TypesAndRangesAreStrict) {
       {"/spec/d_k", json(1.5), "spec.d_k must be an integer"},
       {"/spec/T_kv", json(1e308), "spec.T_kv must be an integer"},
       {"/spec/T", json(-4), "spec.T = -4 is outside"},
+      {"/spec/n_kv", json(0u), "spec.n_kv = 0 is outside [1, 1048576]"},
+      {"/spec/h", json(0), "spec.h = 0 is outside [1, 1048576]"},
       {"/spec/B", json(-1), "spec.B = -1 is outside"},
       {"/spec/mask/window", json(-3), "spec.mask.window = -3 is outside"},
       {"/spec/scale", json(-0.5), "spec.scale must be a finite number > 0"},
