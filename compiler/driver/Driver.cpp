@@ -1,6 +1,8 @@
 #include "mhagen/driver/Driver.h"
 
 #include "mhagen/abi.h"
+#include "mhagen/abi_model.hpp"
+#include "mhagen/backend/AbiWrapper.h"
 #include "mhagen/halide/HalideBackend.h"
 #include "mhagen/runtime.h"
 #include "mhagen/support/Process.h"
@@ -190,53 +192,63 @@ static std::string upper(std::string s) {
   return s;
 }
 
+// Joins items with ", ", starting a new line (with `indent`) before an item
+// that would pass column 78; `column` is where the first item starts.
+static std::string wrapList(const std::vector<std::string> &items,
+                            size_t column, const std::string &indent) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string sep = i ? ", " : "";
+    if (i && column + sep.size() + items[i].size() > 78) {
+      out += ",\n" + indent;
+      column = indent.size();
+    } else {
+      out += sep;
+      column += sep.size();
+    }
+    out += items[i];
+    column += items[i].size();
+  }
+  return out;
+}
+
 std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
   const std::string T = s.dtype == DType::F32 ? "float" : "uint16_t";
   std::string comment;
   std::istringstream lines(s.canonical());
   for (std::string line; std::getline(lines, line);)
     comment += " *   " + line + "\n";
-  std::string conv;
-  const std::string lens = s.mask.padding ? "kv_lens" : "NULL";
-  const std::string lensParam =
-      s.mask.padding ? ",\n    const int32_t *kv_lens" : "";
   const std::string elem =
       s.dtype == DType::F32
           ? "float"
           // No "/* */" here: this text sits inside the header's comment.
           : std::string("uint16_t holding ") + toString(s.dtype) + " bits";
-  if (s.op == Op::Sdpa) {
-    conv = "/* Dense tensors: q [B, Tq, h, dk], k [B, Tkv, kv, dk],\n"
-           " * v [B, Tkv, kv, dv], out [B, Tq, h, dv]; elements are " +
-           elem + ". */\nstatic inline int " + symbol + "_sdpa(\n    const " +
-           T + " *q, const " + T + " *k, const " + T + " *v, " + T +
-           " *out,\n    int64_t batch, int64_t t_q, int64_t t_kv" + lensParam +
-           ") {\n  mhagen_call_args a;\n  memset(&a, 0, sizeof a);\n"
-           "  a.abi_version = MHAGEN_ABI_VERSION;\n  a.batch = batch;\n"
-           "  a.t_q = t_q;\n  a.t_kv = t_kv;\n  a.q = q;\n  a.k = k;\n"
-           "  a.v = v;\n  a.out = out;\n  a.kv_lens = " +
-           lens + ";\n  return " + symbol + "(&a);\n}\n";
-  } else {
-    std::string biasParams = s.bias ? ",\n    const " + T + " *b_q, const " +
-                                          T + " *b_k, const " + T +
-                                          " *b_v, const " + T + " *b_o"
-                                    : "";
-    std::string biasSet = s.bias ? "  a.b_q = b_q;\n  a.b_k = b_k;\n"
-                                   "  a.b_v = b_v;\n  a.b_o = b_o;\n"
-                                 : "";
-    conv = "/* Dense tensors: x [B, T, d], w_q [d, h*dk], w_k [d, kv*dk],\n"
-           " * w_v [d, kv*dv], w_o [h*dv, d], out [B, T, d]; elements are " +
-           elem + ". */\nstatic inline int " + symbol + "_layer(\n    const " +
-           T + " *x, const " + T + " *w_q, const " + T + " *w_k, const " + T +
-           " *w_v,\n    const " + T + " *w_o" + biasParams + ", " + T +
-           " *out,\n    int64_t batch, int64_t t" + lensParam +
-           ") {\n  mhagen_call_args a;\n  memset(&a, 0, sizeof a);\n"
-           "  a.abi_version = MHAGEN_ABI_VERSION;\n  a.batch = batch;\n"
-           "  a.t_q = t;\n  a.x = x;\n  a.w_q = w_q;\n  a.w_k = w_k;\n"
-           "  a.w_v = w_v;\n  a.w_o = w_o;\n" +
-           biasSet + "  a.out = out;\n  a.kv_lens = " + lens + ";\n  return " +
-           symbol + "(&a);\n}\n";
+  // A convenience entry point for dense tensors: the ABI model's tensors
+  // as parameters (inputs, outputs, the sizes, then integer vectors).
+  const bool layer = s.op == Op::Layer;
+  std::vector<std::string> docs, params;
+  std::string sets, ints, intSets;
+  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s))) {
+    const std::string n = t->name;
+    if (t->elem == abi::Elem::Int32) {
+      ints += ",\n    const int32_t *" + n;
+      intSets += "  a." + n + " = " + n + ";\n";
+      continue;
+    }
+    docs.push_back(n + " " + abi::dimsText(*t));
+    params.push_back((t->output ? "" : "const ") + T + " *" + n);
+    sets += "  a." + n + " = " + n + ";\n";
   }
+  std::string conv =
+      "/* Dense tensors: " + wrapList(docs, 18, " * ") + ";\n * elements are " +
+      elem + ". */\nstatic inline int " + symbol +
+      (layer ? "_layer" : "_sdpa") + "(\n    " + wrapList(params, 4, "    ") +
+      ",\n    int64_t batch, " +
+      (layer ? "int64_t t" : "int64_t t_q, int64_t t_kv") + ints +
+      ") {\n  mhagen_call_args a;\n  memset(&a, 0, sizeof a);\n"
+      "  a.abi_version = MHAGEN_ABI_VERSION;\n  a.batch = batch;\n" +
+      (layer ? "  a.t_q = t;\n" : "  a.t_q = t_q;\n  a.t_kv = t_kv;\n") + sets +
+      intSets + "  return " + symbol + "(&a);\n}\n";
   conv = "#include <string.h>\n\n" + conv;
   std::string desc = s.op == Op::Sdpa
                          ? "scaled dot-product attention core (op = sdpa)"

@@ -9,6 +9,7 @@
 #include "GpuSchedule.h"
 #include "HalideTargets.h"
 
+#include "mhagen/backend/AbiWrapper.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/templates/Templates.h"
 
@@ -16,6 +17,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #ifndef MHAGEN_LLC14
@@ -71,11 +73,61 @@ Expr fromF32(const AttentionSpec &s, const Type &T, Expr f) {
   return cast(T, f);
 }
 
-// Requires a dimension to start at 0 with a fixed extent (and stride).
-void fixDim(const ImageParam &p, int d, int64_t extent, int64_t stride = 0) {
-  p.dim(d).set_min(0).set_extent(static_cast<int>(extent));
-  if (stride)
-    p.dim(d).set_stride(static_cast<int>(stride));
+// The kernel's parameters, made from the ABI model: one ImageParam per
+// input tensor (Halide lists dimensions innermost first). Sizes the spec
+// fixes are extents (and dense strides inside a token); the call's sizes
+// start at 0, and the spec's fixed B/T bind the data inputs (the runtime
+// checks the call against the manifest before the kernel runs).
+struct AbiParams {
+  std::map<std::string, ImageParam> byName;
+  std::vector<ImageParam> inOrder;
+};
+
+void constrainDims(OutputImageParam p, const abi::TensorModel &t,
+                   const AttentionSpec &s, bool bindCallSizes) {
+  const abi::AbiShape shape = backend::abiShapeOf(s);
+  const int rank = static_cast<int>(t.dims.size());
+  for (int i = 0; i < rank; ++i) {
+    Internal::Dimension dim = p.dim(rank - 1 - i);
+    const abi::Dim &d = t.dims[i];
+    dim.set_min(0);
+    if (d.factors.size() == 1 && abi::isCallSize(d.factors[0])) {
+      std::optional<int64_t> fixed;
+      if (d.factors[0] == abi::Size::Batch)
+        fixed = s.B;
+      else if (d.factors[0] == abi::Size::TokensQ || s.op == Op::Layer)
+        fixed = s.T;
+      else
+        fixed = s.T_kv;
+      if (bindCallSizes && fixed)
+        dim.set_extent(static_cast<int>(*fixed));
+      continue;
+    }
+    dim.set_extent(static_cast<int>(abi::staticExtent(d, shape)));
+    dim.set_stride(static_cast<int>(abi::denseInnerElements(t, shape, i + 1)));
+  }
+}
+
+AbiParams abiParams(const AttentionSpec &s, const Type &dataType) {
+  AbiParams out;
+  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s))) {
+    if (t->output)
+      continue;
+    const bool data = t->elem == abi::Elem::Data;
+    ImageParam p(data ? dataType : Int(32), static_cast<int>(t->dims.size()),
+                 t->name);
+    constrainDims(p, *t, s, /*bindCallSizes=*/data);
+    out.byName.emplace(t->name, p);
+    out.inOrder.push_back(p);
+  }
+  return out;
+}
+
+const abi::TensorModel &outputModel(const AttentionSpec &s) {
+  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s)))
+    if (t->output)
+      return *t;
+  throw BackendError("", "the ABI model has no output for this op");
 }
 
 // Everything the schedules and the compiler need about one built pipeline.
@@ -99,35 +151,20 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
   const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v, d = s.d;
   auto f32 = [&](Expr e) { return toF32(s, e); };
 
+  AbiParams params = abiParams(s, T);
+  auto param = [&](const char *name) { return params.byName.at(name); };
+  bp.inputs = params.inOrder;
+  bp.args.assign(params.inOrder.begin(), params.inOrder.end());
+
   hl::AttentionInputs in;
   if (s.mask.padding) {
-    bp.kvLens = ImageParam(Int(32), 1, "kv_lens"); // one length per batch
-    bp.kvLens.dim(0).set_min(0);
+    bp.kvLens = param("kv_lens"); // one length per batch
     in.kvLen(v.b) = bp.kvLens(v.b);
     in.hasKvLen = true;
   }
 
   if (s.op == Op::Sdpa) {
-    ImageParam q(T, 4, "q"), k(T, 4, "k"), vv(T, 4, "v");
-    fixDim(q, 0, dk, 1);
-    fixDim(q, 1, h, dk);
-    fixDim(k, 0, dk, 1);
-    fixDim(k, 1, kv, dk);
-    fixDim(vv, 0, dv, 1);
-    fixDim(vv, 1, kv, dv);
-    for (ImageParam *p : {&q, &k, &vv}) {
-      p->dim(2).set_min(0);
-      p->dim(3).set_min(0);
-    }
-    if (s.T)
-      q.dim(2).set_extent(static_cast<int>(*s.T));
-    if (s.T_kv) {
-      k.dim(2).set_extent(static_cast<int>(*s.T_kv));
-      vv.dim(2).set_extent(static_cast<int>(*s.T_kv));
-    }
-    if (s.B)
-      for (ImageParam *p : {&q, &k, &vv})
-        p->dim(3).set_extent(static_cast<int>(*s.B));
+    ImageParam q = param("q"), k = param("k"), vv = param("v");
     in.q(v.c, v.hd, v.t, v.b) = f32(q(v.c, v.hd, v.t, v.b));
     in.k(v.c, v.g, v.t, v.b) = f32(k(v.c, v.g, v.t, v.b));
     in.v(v.c, v.g, v.t, v.b) = f32(vv(v.c, v.g, v.t, v.b));
@@ -140,46 +177,16 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     bp.output = Func("out");
     bp.output(v.c, v.hd, v.t, v.b) =
         fromF32(s, T, bp.attention.out(v.c, v.hd, v.t, v.b));
-    bp.inputs = {q, k, vv};
-    bp.args = {q, k, vv};
   } else {
-    ImageParam x(T, 3, "x");
-    ImageParam wq(T, 2, "w_q"), wk(T, 2, "w_k"), wv(T, 2, "w_v"),
-        wo(T, 2, "w_o");
-    fixDim(x, 0, d, 1);
-    x.dim(1).set_min(0);
-    x.dim(2).set_min(0);
-    if (s.T)
-      x.dim(1).set_extent(static_cast<int>(*s.T));
-    if (s.B)
-      x.dim(2).set_extent(static_cast<int>(*s.B));
     // W [in, out] row-major is w(out_feature, in_feature) here.
-    fixDim(wq, 0, h * dk, 1);
-    fixDim(wq, 1, d, h * dk);
-    fixDim(wk, 0, kv * dk, 1);
-    fixDim(wk, 1, d, kv * dk);
-    fixDim(wv, 0, kv * dv, 1);
-    fixDim(wv, 1, d, kv * dv);
-    fixDim(wo, 0, d, 1);
-    fixDim(wo, 1, h * dv, d);
-    bp.args = {x, wq, wk, wv, wo};
-    bp.inputs = {x, wq, wk, wv, wo};
+    ImageParam x = param("x"), wq = param("w_q"), wk = param("w_k"),
+               wv = param("w_v"), wo = param("w_o");
     Func bq("b_q_f"), bk("b_k_f"), bvf("b_v_f"), bo("b_o_f");
     if (s.bias) {
-      ImageParam pbq(T, 1, "b_q"), pbk(T, 1, "b_k"), pbv(T, 1, "b_v"),
-          pbo(T, 1, "b_o");
-      fixDim(pbq, 0, h * dk, 1);
-      fixDim(pbk, 0, kv * dk, 1);
-      fixDim(pbv, 0, kv * dv, 1);
-      fixDim(pbo, 0, d, 1);
-      bq(v.n) = f32(pbq(v.n));
-      bk(v.n) = f32(pbk(v.n));
-      bvf(v.n) = f32(pbv(v.n));
-      bo(v.n) = f32(pbo(v.n));
-      for (ImageParam p : {pbq, pbk, pbv, pbo}) {
-        bp.args.push_back(p);
-        bp.inputs.push_back(p);
-      }
+      bq(v.n) = f32(param("b_q")(v.n));
+      bk(v.n) = f32(param("b_k")(v.n));
+      bvf(v.n) = f32(param("b_v")(v.n));
+      bo(v.n) = f32(param("b_o")(v.n));
     }
     Func xf("x_f"), wqf("w_q_f"), wkf("w_k_f"), wvf("w_v_f"), wof("w_o_f");
     Var kk("k");
@@ -219,26 +226,9 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     bp.projectionWidths = {h * dk, kv * dk, kv * dv, d};
     bp.output = po.out;
   }
-  if (s.mask.padding) {
-    bp.args.push_back(bp.kvLens);
-    bp.inputs.push_back(bp.kvLens);
-  }
-
   // The output: dense within a token, any token and batch stride.
-  OutputImageParam out = bp.output.output_buffer();
-  if (s.op == Op::Sdpa) {
-    out.dim(0).set_min(0).set_extent(static_cast<int>(dv)).set_stride(1);
-    out.dim(1)
-        .set_min(0)
-        .set_extent(static_cast<int>(h))
-        .set_stride(static_cast<int>(dv));
-    out.dim(2).set_min(0);
-    out.dim(3).set_min(0);
-  } else {
-    out.dim(0).set_min(0).set_extent(static_cast<int>(d)).set_stride(1);
-    out.dim(1).set_min(0);
-    out.dim(2).set_min(0);
-  }
+  constrainDims(bp.output.output_buffer(), outputModel(s), s,
+                /*bindCallSizes=*/false);
   return bp;
 }
 
@@ -307,162 +297,56 @@ void setEstimates(BuiltPipeline &bp, const AttentionSpec &s) {
 
 // ---- the C ABI wrapper -------------------------------------------------
 
-struct WrapperBuffer {
-  std::string name; // C variable suffix and pipeline parameter name
-  std::string data; // C expression of the data pointer
-  int code, bits;   // halide_type_code_t and bits
-  std::vector<std::string> extents, strides; // C expressions, inner first
-};
-
 std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                           const std::string &target, bool gpu) {
-  const std::string H = std::to_string(s.h), KV = std::to_string(s.n_kv),
-                    DK = std::to_string(s.d_k), DV = std::to_string(s.d_v),
-                    D = std::to_string(s.d);
-  int code = s.dtype == DType::BF16
-                 ? (bf16AsBits(s) ? 1 /* halide_type_uint */
-                                  : 4 /* halide_type_bfloat */)
-                 : 2 /* halide_type_float */;
-  int bits = s.dtype == DType::F32 ? 32 : 16;
-  auto stride = [](const std::string &given, const std::string &dense) {
-    return "(" + given + " ? " + given + " : " + dense + ")";
-  };
-  std::vector<WrapperBuffer> bufs;
-  std::string setup = "  const int64_t B = a->batch, TQ = a->t_q, TKV = " +
-                      std::string(s.op == Op::Sdpa ? "a->t_kv" : "a->t_q") +
-                      ";\n  (void)TKV;\n";
-  if (s.op == Op::Sdpa) {
-    setup += "  const int64_t q_ts = " +
-             stride("a->q_token_stride", "(int64_t)" + H + " * " + DK) +
-             ";\n  const int64_t k_ts = " +
-             stride("a->k_token_stride", "(int64_t)" + KV + " * " + DK) +
-             ";\n  const int64_t v_ts = " +
-             stride("a->v_token_stride", "(int64_t)" + KV + " * " + DV) +
-             ";\n  const int64_t o_ts = " +
-             stride("a->out_token_stride", "(int64_t)" + H + " * " + DV) +
-             ";\n";
-    bufs.push_back(
-        {"q",
-         "a->q",
-         code,
-         bits,
-         {DK, H, "TQ", "B"},
-         {"1", DK, "q_ts", stride("a->q_batch_stride", "q_ts * TQ")}});
-    bufs.push_back(
-        {"k",
-         "a->k",
-         code,
-         bits,
-         {DK, KV, "TKV", "B"},
-         {"1", DK, "k_ts", stride("a->k_batch_stride", "k_ts * TKV")}});
-    bufs.push_back(
-        {"v",
-         "a->v",
-         code,
-         bits,
-         {DV, KV, "TKV", "B"},
-         {"1", DV, "v_ts", stride("a->v_batch_stride", "v_ts * TKV")}});
-  } else {
-    setup += "  const int64_t o_ts = " +
-             stride("a->out_token_stride", "(int64_t)" + D) + ";\n";
-    const std::string hdk = "(int64_t)" + H + " * " + DK,
-                      kdk = "(int64_t)" + KV + " * " + DK,
-                      kdv = "(int64_t)" + KV + " * " + DV,
-                      hdv = "(int64_t)" + H + " * " + DV;
-    bufs.push_back({"x",
-                    "a->x",
-                    code,
-                    bits,
-                    {D, "TQ", "B"},
-                    {"1", D, "(int64_t)" + D + " * TQ"}});
-    bufs.push_back({"w_q", "a->w_q", code, bits, {hdk, D}, {"1", hdk}});
-    bufs.push_back({"w_k", "a->w_k", code, bits, {kdk, D}, {"1", kdk}});
-    bufs.push_back({"w_v", "a->w_v", code, bits, {kdv, D}, {"1", kdv}});
-    bufs.push_back({"w_o", "a->w_o", code, bits, {D, hdv}, {"1", D}});
-    if (s.bias) {
-      bufs.push_back({"b_q", "a->b_q", code, bits, {hdk}, {"1"}});
-      bufs.push_back({"b_k", "a->b_k", code, bits, {kdk}, {"1"}});
-      bufs.push_back({"b_v", "a->b_v", code, bits, {kdv}, {"1"}});
-      bufs.push_back({"b_o", "a->b_o", code, bits, {D}, {"1"}});
-    }
-  }
-  if (s.mask.padding)
-    bufs.push_back({"kv_lens", "a->kv_lens", 0 /* int */, 32, {"B"}, {"1"}});
-  if (s.op == Op::Sdpa)
-    bufs.push_back(
-        {"out",
-         "a->out",
-         code,
-         bits,
-         {DV, H, "TQ", "B"},
-         {"1", DV, "o_ts", stride("a->out_batch_stride", "o_ts * TQ")}});
-  else
-    bufs.push_back({"out",
-                    "a->out",
-                    code,
-                    bits,
-                    {D, "TQ", "B"},
-                    {"1", "o_ts", stride("a->out_batch_stride", "o_ts * TQ")}});
-
-  std::string params, call, teardown;
-  for (const WrapperBuffer &b : bufs) {
-    const std::string n = std::to_string(b.extents.size());
-    setup += "  halide_buffer_t buf_" + b.name +
-             ";\n  halide_dimension_t dim_" + b.name + "[" + n +
-             "];\n  {\n    const int64_t e[" + n + "] = {";
-    for (size_t i = 0; i < b.extents.size(); ++i)
-      setup += (i ? ", " : "") + b.extents[i];
-    setup += "};\n    const int64_t s[" + n + "] = {";
-    for (size_t i = 0; i < b.strides.size(); ++i)
-      setup += (i ? ", " : "") + b.strides[i];
-    setup += "};\n    mh_buffer(&buf_" + b.name + ", dim_" + b.name + ", " +
-             b.data + ", " + std::to_string(b.code) + ", " +
-             std::to_string(b.bits) + ", " + n + ", e, s);\n  }\n";
-    params +=
-        std::string(params.empty() ? "" : ", ") + "halide_buffer_t *" + b.name;
-    call += std::string(call.empty() ? "" : ", ") + "&buf_" + b.name;
-  }
+  const backend::WrapperPlan plan = backend::wrapperPlan(s);
+  const backend::HalideBufferCall bufs = backend::halideBufferCall(s, plan);
+  std::string setup = bufs.setup, teardown;
   std::string includes;
   if (gpu) {
     // Host pointers (the default): Halide copies the inputs to the device
     // as needed; the output is copied back and every device allocation is
     // released before returning.
     std::string hostSetup, devSetup, hostDone, devDone;
-    for (const WrapperBuffer &b : bufs) {
-      if (b.name == "out")
-        hostSetup += "    buf_out.flags = 0;\n";
+    for (const backend::WrapperTensor &b : plan.tensors) {
+      const std::string name = b.model->name;
+      if (b.model->output)
+        hostSetup += "    buf_" + name + ".flags = 0;\n";
       else
-        hostSetup += "    buf_" + b.name + ".flags = 1; /* host dirty */\n";
+        hostSetup += "    buf_" + name + ".flags = 1; /* host dirty */\n";
     }
     hostDone += "    if (rc == 0)\n      rc = halide_copy_to_host(NULL, "
                 "&buf_out);\n";
-    for (const WrapperBuffer &b : bufs)
-      hostDone += "    halide_device_free(NULL, &buf_" + b.name + ");\n";
+    for (const backend::WrapperTensor &b : plan.tensors)
+      hostDone += "    halide_device_free(NULL, &buf_" +
+                  std::string(b.model->name) + ");\n";
     if (s.target.kind == TargetKind::Cuda) {
       // Device pointers (args.device_pointers): the tensors are wrapped
       // as CUDA allocations in place and the output stays on the device.
-      // kv_lens is always a host pointer.
+      // Integer vectors (kv_lens) are always host pointers.
       includes = "#include <HalideRuntimeCuda.h>\n";
-      for (const WrapperBuffer &b : bufs) {
-        if (b.name == "kv_lens") {
-          devSetup += "    buf_kv_lens.flags = 1; /* host dirty */\n";
+      for (const backend::WrapperTensor &b : plan.tensors) {
+        const std::string name = b.model->name;
+        if (b.model->elem == abi::Elem::Int32) {
+          devSetup += "    buf_" + name + ".flags = 1; /* host dirty */\n";
           continue;
         }
-        devSetup += "    buf_" + b.name +
+        devSetup += "    buf_" + name +
                     ".host = NULL;\n"
                     "    if (halide_cuda_wrap_device_ptr(NULL, &buf_" +
-                    b.name + ", (uint64_t)(uintptr_t)" + b.data +
+                    name + ", (uint64_t)(uintptr_t)" + b.data +
                     ") != 0) {\n      snprintf(err, errlen, \"cannot wrap "
                     "the device pointer of " +
-                    b.name + "\");\n      return -1;\n    }\n";
+                    name + "\");\n      return -1;\n    }\n";
       }
       devDone += "    if (rc == 0)\n      rc = halide_device_sync(NULL, "
                  "&buf_out);\n";
-      for (const WrapperBuffer &b : bufs)
-        devDone += b.name == "kv_lens"
-                       ? "    halide_device_free(NULL, &buf_kv_lens);\n"
+      for (const backend::WrapperTensor &b : plan.tensors)
+        devDone += b.model->elem == abi::Elem::Int32
+                       ? "    halide_device_free(NULL, &buf_" +
+                             std::string(b.model->name) + ");\n"
                        : "    halide_cuda_detach_device_ptr(NULL, &buf_" +
-                             b.name + ");\n";
+                             std::string(b.model->name) + ");\n";
       setup += "  if (a->device_pointers) {\n" + devSetup + "  } else {\n" +
                hostSetup + "  }\n";
       teardown += "  if (a->device_pointers) {\n" + devDone + "  } else {\n" +
@@ -476,9 +360,9 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                       {{"MHAGEN_VERSION", MHAGEN_VERSION},
                        {"SYMBOL", symbol},
                        {"TARGET", target},
-                       {"PIPELINE_PARAMS", params},
+                       {"PIPELINE_PARAMS", bufs.params},
                        {"BUFFER_SETUP", setup},
-                       {"PIPELINE_CALL_ARGS", call},
+                       {"PIPELINE_CALL_ARGS", bufs.callArgs},
                        {"BUFFER_TEARDOWN", teardown},
                        {"EXTRA_INCLUDES", includes}});
 }

@@ -1,5 +1,7 @@
 #include "mhagen/harness/KernelHarness.h"
 
+#include "mhagen/abi_model.hpp"
+#include "mhagen/backend/AbiWrapper.h"
 #include "mhagen/reference/Numerics.h"
 #include "mhagen/reference/Reference.h"
 #include "mhagen/spec/CostModel.h"
@@ -29,44 +31,62 @@ Problem::Tensor Problem::make(size_t n, float lo, float hi,
   return t;
 }
 
+namespace {
+
+// Elements of one tensor of the ABI model at these call sizes.
+size_t elementCount(const abi::TensorModel &t, const abi::AbiShape &shape,
+                    const ProblemSize &z) {
+  int64_t n = 1;
+  for (const abi::Dim &d : t.dims)
+    for (abi::Size f : d.factors)
+      n *= f == abi::Size::Batch      ? z.B
+           : f == abi::Size::TokensQ  ? z.Tq
+           : f == abi::Size::TokensKv ? z.Tkv
+                                      : abi::staticSize(f, shape);
+  return static_cast<size_t>(n);
+}
+
+} // namespace
+
 Problem::Problem(const AttentionSpec &s, ProblemSize size,
                  const ProblemOptions &o)
     : spec_(s), size_(size) {
   if (s.op == Op::Layer)
     size_.Tkv = size_.Tq;
-  const int64_t B = size_.B, Tq = size_.Tq, Tkv = size_.Tkv;
+  const int64_t B = size_.B, Tkv = size_.Tkv;
   const uint32_t seed = o.seed * 7919u;
-  if (s.op == Op::Sdpa) {
-    // Scores q.k*scale ~ target: |q|,|k| ~ U(-1,1) give q.k ~ sqrt(dk/9).
-    float qAmp = 1.0f;
-    if (o.logitMagnitude > 0)
-      qAmp = static_cast<float>(o.logitMagnitude /
-                                (std::sqrt(s.d_k / 9.0) * s.effectiveScale()));
-    q_ = make(static_cast<size_t>(B * Tq * s.h * s.d_k), -qAmp, qAmp, seed + 1);
-    k_ = make(static_cast<size_t>(B * Tkv * s.n_kv * s.d_k), -1, 1, seed + 2);
-    v_ = make(static_cast<size_t>(B * Tkv * s.n_kv * s.d_v), -1, 1, seed + 3);
-    outF32_.assign(static_cast<size_t>(B * Tq * s.h * s.d_v), 0.0f);
-  } else {
-    // Weights ~ U(-a, a) with a = sqrt(3 / fan_in): unit-variance outputs.
-    const float ain = std::sqrt(3.0f / static_cast<float>(s.d));
-    const float aout = std::sqrt(3.0f / static_cast<float>(s.h * s.d_v));
-    // Huge logits: Q's weights grow so that q.k*scale reaches the target.
-    float wqAmp = ain;
-    if (o.logitMagnitude > 0)
-      wqAmp *= static_cast<float>(o.logitMagnitude / s.effectiveScale() /
-                                  std::sqrt(static_cast<double>(s.d_k)));
-    x_ = make(static_cast<size_t>(B * Tq * s.d), -1, 1, seed + 1);
-    wq_ = make(static_cast<size_t>(s.d * s.h * s.d_k), -wqAmp, wqAmp, seed + 2);
-    wk_ = make(static_cast<size_t>(s.d * s.n_kv * s.d_k), -ain, ain, seed + 3);
-    wv_ = make(static_cast<size_t>(s.d * s.n_kv * s.d_v), -ain, ain, seed + 4);
-    wo_ = make(static_cast<size_t>(s.h * s.d_v * s.d), -aout, aout, seed + 5);
-    if (s.bias) {
-      bq_ = make(static_cast<size_t>(s.h * s.d_k), -0.1f, 0.1f, seed + 6);
-      bk_ = make(static_cast<size_t>(s.n_kv * s.d_k), -0.1f, 0.1f, seed + 7);
-      bv_ = make(static_cast<size_t>(s.n_kv * s.d_v), -0.1f, 0.1f, seed + 8);
-      bo_ = make(static_cast<size_t>(s.d), -0.1f, 0.1f, seed + 9);
+  // Value ranges that keep scores O(1) (or at the requested magnitude);
+  // any other tensor is U(-1, 1).
+  // Sdpa: |q|,|k| ~ U(-1,1) give q.k ~ sqrt(dk/9).
+  float qAmp = 1.0f;
+  if (o.logitMagnitude > 0)
+    qAmp = static_cast<float>(o.logitMagnitude /
+                              (std::sqrt(s.d_k / 9.0) * s.effectiveScale()));
+  // Layer: weights ~ U(-a, a) with a = sqrt(3 / fan_in), unit-variance
+  // outputs; for huge logits Q's weights grow so that q.k*scale reaches the
+  // target.
+  const float ain = std::sqrt(3.0f / static_cast<float>(s.d));
+  const float aout = std::sqrt(3.0f / static_cast<float>(s.h * s.d_v));
+  float wqAmp = ain;
+  if (o.logitMagnitude > 0)
+    wqAmp *= static_cast<float>(o.logitMagnitude / s.effectiveScale() /
+                                std::sqrt(static_cast<double>(s.d_k)));
+  const std::map<std::string, float> amplitude = {
+      {"q", qAmp},   {"w_q", wqAmp}, {"w_k", ain},  {"w_v", ain}, {"w_o", aout},
+      {"b_q", 0.1f}, {"b_k", 0.1f},  {"b_v", 0.1f}, {"b_o", 0.1f}};
+  const abi::AbiShape shape = backend::abiShapeOf(s);
+  uint32_t next = 1; // seeds in the model's order
+  for (const abi::TensorModel *t : abi::tensors(shape)) {
+    if (t->elem != abi::Elem::Data)
+      continue;
+    const size_t n = elementCount(*t, shape, size_);
+    if (t->output) {
+      outF32_.assign(n, 0.0f);
+      continue;
     }
-    outF32_.assign(static_cast<size_t>(B * Tq * s.d), 0.0f);
+    auto it = amplitude.find(t->name);
+    const float a = it == amplitude.end() ? 1.0f : it->second;
+    inputs_[t->name] = make(n, -a, a, seed + next++);
   }
   if (s.dtype != DType::F32)
     outBits_.assign(outF32_.size(), 0);
@@ -78,32 +98,26 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   }
 }
 
+const float *Problem::input(const char *name) const {
+  auto it = inputs_.find(name);
+  return it == inputs_.end() ? nullptr : it->second.f32.data();
+}
+
 mhagen_call_args Problem::args() {
   mhagen_call_args a{};
   a.abi_version = MHAGEN_ABI_VERSION;
   a.batch = size_.B;
   a.t_q = size_.Tq;
   a.t_kv = spec_.op == Op::Sdpa ? size_.Tkv : 0;
-  if (spec_.op == Op::Sdpa) {
-    a.q = q_.data();
-    a.k = k_.data();
-    a.v = v_.data();
-  } else {
-    a.x = x_.data();
-    a.w_q = wq_.data();
-    a.w_k = wk_.data();
-    a.w_v = wv_.data();
-    a.w_o = wo_.data();
-    if (spec_.bias) {
-      a.b_q = bq_.data();
-      a.b_k = bk_.data();
-      a.b_v = bv_.data();
-      a.b_o = bo_.data();
-    }
+  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(spec_))) {
+    if (t->output)
+      t->bind(a, outBits_.empty() ? static_cast<void *>(outF32_.data())
+                                  : static_cast<void *>(outBits_.data()));
+    else if (t->elem == abi::Elem::Int32)
+      t->bind(a, lens_.data());
+    else
+      t->bind(a, const_cast<void *>(inputs_.at(t->name).data()));
   }
-  a.out = outBits_.empty() ? static_cast<void *>(outF32_.data())
-                           : static_cast<void *>(outBits_.data());
-  a.kv_lens = lens_.empty() ? nullptr : lens_.data();
   return a;
 }
 
@@ -136,9 +150,9 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows) const {
     a.B = size_.B;
     a.Tq = size_.Tq;
     a.Tkv = size_.Tkv;
-    a.q = q_.f32.data();
-    a.k = k_.f32.data();
-    a.v = v_.f32.data();
+    a.q = input("q");
+    a.k = input("k");
+    a.v = input("v");
     a.kvLens = lens_.empty() ? nullptr : lens_.data();
     a.rows = r;
     return ref::sdpa<double>(spec_, a);
@@ -146,17 +160,15 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows) const {
   ref::LayerArgs a;
   a.B = size_.B;
   a.T = size_.Tq;
-  a.x = x_.f32.data();
-  a.wq = wq_.f32.data();
-  a.wk = wk_.f32.data();
-  a.wv = wv_.f32.data();
-  a.wo = wo_.f32.data();
-  if (spec_.bias) {
-    a.bq = bq_.f32.data();
-    a.bk = bk_.f32.data();
-    a.bv = bv_.f32.data();
-    a.bo = bo_.f32.data();
-  }
+  a.x = input("x");
+  a.wq = input("w_q");
+  a.wk = input("w_k");
+  a.wv = input("w_v");
+  a.wo = input("w_o");
+  a.bq = input("b_q"); // nullptr without bias
+  a.bk = input("b_k");
+  a.bv = input("b_v");
+  a.bo = input("b_o");
   a.kvLens = lens_.empty() ? nullptr : lens_.data();
   a.rows = r;
   return ref::layer<double>(spec_, a);

@@ -3,6 +3,8 @@
 // message, never a crash or a silent wrong answer.
 #include "RuntimeInternal.h"
 
+#include "mhagen/abi_model.hpp"
+
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -108,17 +110,17 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   const ManifestSpec &s = m.spec;
   const bool layer = s.op == "layer";
   const int eb = m.elementBytes();
-  // Elements per token of each tensor and of each weight, checked once.
-  const CheckedProduct qRow = product({s.h, s.d_k}),
-                       kRow = product({s.n_kv, s.d_k}),
-                       vRow = product({s.n_kv, s.d_v}),
-                       oRow = product({s.h, s.d_v}),
-                       wq = product({s.d, s.h, s.d_k, eb}),
-                       wk = product({s.d, s.n_kv, s.d_k, eb}),
-                       wv = product({s.d, s.n_kv, s.d_v, eb}),
-                       wo = product({s.h, s.d_v, s.d, eb});
-  for (const CheckedProduct &p : {qRow, kRow, vRow, oRow, wq, wk, wv, wo})
-    if (p.overflow || p.value <= 0)
+  const abi::AbiShape shape{layer, s.d,   s.h,    s.n_kv,
+                            s.d_k, s.d_v, s.bias, s.padding};
+  const std::vector<const abi::TensorModel *> present = abi::tensors(shape);
+  // Elements per token (or in all) of each data tensor, and its bytes,
+  // checked once.
+  auto overflows = [&](const abi::TensorModel &t) {
+    const int64_t n = abi::denseInnerElements(t, shape, t.isSequence() ? 2 : 0);
+    return n <= 0 || product({n, eb}).overflow;
+  };
+  for (const abi::TensorModel *t : present)
+    if (t->elem == abi::Elem::Data && overflows(*t))
       return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                   "the kernel's manifest has sizes whose products overflow "
                   "(h " +
@@ -154,92 +156,69 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                       num(sz.fixed));
   }
 
-  // Tensors: collect byte ranges to reject an output that overlaps an input.
+  // Pointers of tensors this kernel does not have must stay NULL.
+  for (const abi::TensorModel &t : abi::allTensors())
+    if (t.givenButAbsent && !abi::isPresent(t, shape) && t.pointer(*a))
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT, t.givenButAbsent);
+
+  // Tensors in the model's order, outputs and integer vectors last; byte
+  // ranges are collected to reject an output that overlaps an input.
   struct Range {
     const char *name;
     uintptr_t begin, end;
   };
   std::vector<Range> inputs;
-  uintptr_t b = 0, e = 0;
   int rc;
-  if (!layer) {
-    TensorView q{
-        "q", a->q, a->t_q, qRow.value, a->q_token_stride, a->q_batch_stride};
-    TensorView k{
-        "k", a->k, tkv, kRow.value, a->k_token_stride, a->k_batch_stride};
-    TensorView v{
-        "v", a->v, tkv, vRow.value, a->v_token_stride, a->v_batch_stride};
-    for (const TensorView &t : {q, k, v}) {
-      if ((rc = checkTensor(t, a->batch, eb, b, e)) != MHAGEN_OK)
-        return rc;
-      inputs.push_back({t.name, b, e});
+  auto checkData = [&](const abi::TensorModel &t, uintptr_t &b, uintptr_t &e) {
+    if (t.isSequence()) {
+      TensorView view{t.name,
+                      t.pointer(*a),
+                      t.tokens() == abi::Size::TokensQ ? a->t_q : tkv,
+                      abi::denseInnerElements(t, shape, 2),
+                      t.tokenStride ? t.tokenStride(*a) : 0,
+                      t.batchStride ? t.batchStride(*a) : 0};
+      return checkTensor(view, a->batch, eb, b, e);
     }
-  } else {
-    TensorView x{"x", a->x, a->t_q, s.d, 0, 0};
-    if ((rc = checkTensor(x, a->batch, eb, b, e)) != MHAGEN_OK)
+    if ((rc = checkVector(t.name, t.pointer(*a), eb)) != MHAGEN_OK)
       return rc;
-    inputs.push_back({"x", b, e});
-    struct W {
-      const char *name;
-      const void *p;
-      int64_t bytes;
-    };
-    for (W w : {W{"w_q", a->w_q, wq.value}, W{"w_k", a->w_k, wk.value},
-                W{"w_v", a->w_v, wv.value}, W{"w_o", a->w_o, wo.value}}) {
-      if ((rc = checkVector(w.name, w.p, eb)) != MHAGEN_OK)
-        return rc;
-      uintptr_t wb = reinterpret_cast<uintptr_t>(w.p);
-      inputs.push_back({w.name, wb, wb + static_cast<uintptr_t>(w.bytes)});
-    }
-    if (s.bias) {
-      struct Bv {
-        const char *name;
-        const void *p;
-        int64_t elems;
-      };
-      for (Bv bv :
-           {Bv{"b_q", a->b_q, qRow.value}, Bv{"b_k", a->b_k, kRow.value},
-            Bv{"b_v", a->b_v, vRow.value}, Bv{"b_o", a->b_o, s.d}}) {
-        if ((rc = checkVector(bv.name, bv.p, eb)) != MHAGEN_OK)
-          return rc;
-        uintptr_t bb = reinterpret_cast<uintptr_t>(bv.p);
-        inputs.push_back(
-            {bv.name, bb, bb + static_cast<uintptr_t>(bv.elems * eb)});
-      }
-    } else if (a->b_q || a->b_k || a->b_v || a->b_o) {
-      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                  "bias pointers given but this kernel's spec has bias = "
-                  "false");
-    }
+    b = reinterpret_cast<uintptr_t>(t.pointer(*a));
+    e = b + static_cast<uintptr_t>(abi::denseInnerElements(t, shape, 0) * eb);
+    return int(MHAGEN_OK);
+  };
+  for (const abi::TensorModel *t : present) {
+    if (t->output || t->elem != abi::Elem::Data)
+      continue;
+    uintptr_t b = 0, e = 0;
+    if ((rc = checkData(*t, b, e)) != MHAGEN_OK)
+      return rc;
+    inputs.push_back({t->name, b, e});
   }
-
-  TensorView out{"out",
-                 a->out,
-                 a->t_q,
-                 layer ? s.d : oRow.value,
-                 a->out_token_stride,
-                 a->out_batch_stride};
-  if ((rc = checkTensor(out, a->batch, eb, b, e)) != MHAGEN_OK)
-    return rc;
-  for (const Range &r : inputs)
-    if (b < r.end && r.begin < e)
-      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                  std::string("out overlaps input ") + r.name +
-                      "; the output must not alias an input");
-
-  if (s.padding) {
-    if (!a->kv_lens)
-      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                  "kv_lens is NULL but the mask has padding: pass one key "
-                  "length per batch");
-    for (int64_t i = 0; i < a->batch; ++i)
-      if (a->kv_lens[i] < 0 || a->kv_lens[i] > tkv)
+  for (const abi::TensorModel *t : present) {
+    if (!t->output)
+      continue;
+    uintptr_t b = 0, e = 0;
+    if ((rc = checkData(*t, b, e)) != MHAGEN_OK)
+      return rc;
+    for (const Range &r : inputs)
+      if (b < r.end && r.begin < e)
         return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                    "kv_lens[" + num(i) + "] = " + num(a->kv_lens[i]) +
-                        " is outside [0, t_kv = " + num(tkv) + "]");
-  } else if (a->kv_lens) {
-    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                "kv_lens given but this kernel's mask has no padding");
+                    std::string(t->name) + " overlaps input " + r.name +
+                        "; the output must not alias an input");
+  }
+  for (const abi::TensorModel *t : present) {
+    if (t->elem != abi::Elem::Int32)
+      continue;
+    const auto *values = static_cast<const int32_t *>(t->pointer(*a));
+    if (!values)
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                  std::string(t->name) + " is NULL" + t->missingHint);
+    if (t->content == abi::Content::KeyLengthPerBatch)
+      for (int64_t i = 0; i < a->batch; ++i)
+        if (values[i] < 0 || values[i] > tkv)
+          return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                      std::string(t->name) + "[" + num(i) +
+                          "] = " + num(values[i]) +
+                          " is outside [0, t_kv = " + num(tkv) + "]");
   }
   if (a->device_pointers && m.device != "cuda")
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,

@@ -2,16 +2,29 @@
  * (docs/design.md §5). Every backend produces exactly this ABI for
  * the same spec, so kernels from different backends are interchangeable.
  *
- * Tensor layouts (row-major, innermost index last; element type = the
- * spec's dtype: f32 = float, bf16/f16 = uint16_t bit patterns):
- *   op = sdpa : q [B, Tq, h, dk], k [B, Tkv, kv, dk], v [B, Tkv, kv, dv],
- *               out [B, Tq, h, dv]
- *   op = layer: x [B, T, d], w_q [d, h*dk], w_k [d, kv*dk], w_v [d, kv*dv],
- *               w_o [h*dv, d], b_q [h*dk], b_k [kv*dk], b_v [kv*dv],
- *               b_o [d], out [B, T, d]
+ * The tensors, from the ABI model (mhagen/abi_model.hpp, whose table
+ * this is; row-major, outermost first; element type = the spec's dtype:
+ * f32 = float, bf16/f16 = uint16_t bit patterns; "(when)" says which
+ * kernels have the tensor):
+ *   q        [B, Tq, h, dk]    queries (sdpa, strided)
+ *   k        [B, Tkv, kv, dk]  keys (sdpa, strided)
+ *   v        [B, Tkv, kv, dv]  values (sdpa, strided)
+ *   x        [B, Tq, d]        input tokens (layer)
+ *   w_q      [d, h*dk]         query projection (layer)
+ *   w_k      [d, kv*dk]        key projection (layer)
+ *   w_v      [d, kv*dv]        value projection (layer)
+ *   w_o      [h*dv, d]         output projection (layer)
+ *   b_q      [h*dk]            query bias (layer, bias)
+ *   b_k      [kv*dk]           key bias (layer, bias)
+ *   b_v      [kv*dv]           value bias (layer, bias)
+ *   b_o      [d]               output bias (layer, bias)
+ *   kv_lens  [B]               int32 key length per batch (padding)
+ *   out      [B, Tq, h, dv]    attention output (sdpa, output, strided)
+ *   out      [B, Tq, d]        layer output (layer, output, strided)
+ * For op = layer, Tq is its token count T (it attends over its own tokens).
  * Within a token, heads and features are dense. Between tokens and between
- * batches a stride (in elements) may be given, so Q/K/V can be views into a
- * fused QKV buffer; 0 means dense. */
+ * batches of a "strided" tensor a stride (in elements) may be given, so
+ * Q/K/V can be views into a fused QKV buffer; 0 means dense. */
 #ifndef MHAGEN_ABI_H
 #define MHAGEN_ABI_H
 

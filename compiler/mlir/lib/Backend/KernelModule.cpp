@@ -13,6 +13,8 @@
 // Sizes the spec fixes (B, T, T_kv) are static in the types.
 #include "KernelModule.h"
 
+#include "mhagen/backend/AbiWrapper.h"
+
 #include <sstream>
 #include <vector>
 
@@ -44,37 +46,74 @@ std::string attentionAttrs(const AttentionSpec &s) {
          " : f32, mask = " + maskAttr(s.mask) + "}";
 }
 
-std::string sdpaModule(const AttentionSpec &s, const std::string &fn) {
+// The kernel's parameters, from the ABI model: one memref per tensor, in
+// the model's order. Sizes the spec fixes are static; a sequence tensor
+// with call-time strides has a strided layout, dense inside a token.
+struct MemrefParam {
+  std::string name, shape, type; // shape "BxTxHxDKxf32", type "memref<...>"
+};
+
+std::vector<MemrefParam> abiParams(const AttentionSpec &s) {
+  const abi::AbiShape shape = backend::abiShapeOf(s);
   const std::string et = std::string(toString(s.dtype));
-  const std::string B = dim(s.B), TQ = dim(s.T),
-                    TKV = dim(s.T_kv ? s.T_kv : s.T);
-  const std::string H = std::to_string(s.h), KV = std::to_string(s.n_kv),
-                    DK = std::to_string(s.d_k), DV = std::to_string(s.d_v);
-  // [B, T, heads, width]: dense within a token, token and batch strides
-  // given at call time.
-  auto shape = [&](const std::string &T, const std::string &heads,
-                   const std::string &width) {
-    return B + "x" + T + "x" + heads + "x" + width + "x" + et;
+  std::vector<MemrefParam> out;
+  for (const abi::TensorModel *t : abi::tensors(shape)) {
+    std::string sh;
+    for (const abi::Dim &d : t->dims) {
+      std::string e;
+      if (d.factors.size() == 1 && d.factors[0] == abi::Size::Batch)
+        e = dim(s.B);
+      else if (d.factors.size() == 1 && d.factors[0] == abi::Size::TokensQ)
+        e = dim(s.T);
+      else if (d.factors.size() == 1 && d.factors[0] == abi::Size::TokensKv)
+        e = dim(s.op == Op::Layer ? s.T : s.T_kv);
+      else
+        e = std::to_string(abi::staticExtent(d, shape));
+      sh += e + "x";
+    }
+    sh += t->elem == abi::Elem::Int32 ? "i32" : et;
+    std::string type = "memref<" + sh;
+    if (t->tokenStrideField) {
+      type += ", strided<[?, ?";
+      for (size_t i = 2; i < t->dims.size(); ++i)
+        type +=
+            ", " + std::to_string(abi::denseInnerElements(*t, shape, i + 1));
+      type += "], offset: ?>";
+    }
+    out.push_back({t->name, sh, type + ">"});
+  }
+  return out;
+}
+
+const MemrefParam &param(const std::vector<MemrefParam> &ps,
+                         const std::string &name) {
+  for (const MemrefParam &p : ps)
+    if (p.name == name)
+      return p;
+  return ps.back(); // unreachable: the model has every name used here
+}
+
+// "func.func @fn(%q: memref<...>, ...) attributes {...} {"
+std::string signature(const std::string &fn,
+                      const std::vector<MemrefParam> &ps) {
+  std::string sig = "func.func @" + fn + "(";
+  for (size_t i = 0; i < ps.size(); ++i)
+    sig += std::string(i ? ", " : "") + "%" + ps[i].name + ": " + ps[i].type;
+  return sig + ") attributes {llvm.emit_c_interface} {\n";
+}
+
+std::string sdpaModule(const AttentionSpec &s, const std::string &fn) {
+  const std::string B = dim(s.B);
+  const std::vector<MemrefParam> ps = abiParams(s);
+  const std::string qm = param(ps, "q").type, km = param(ps, "k").type,
+                    vm = param(ps, "v").type, om = param(ps, "out").type;
+  auto tensor = [&](const char *name) {
+    return "tensor<" + param(ps, name).shape + ">";
   };
-  auto memref = [&](const std::string &T, const std::string &heads,
-                    const std::string &width) {
-    return "memref<" + shape(T, heads, width) + ", strided<[?, ?, " + width +
-           ", 1], offset: ?>>";
-  };
-  auto tensor = [&](const std::string &T, const std::string &heads,
-                    const std::string &width) {
-    return "tensor<" + shape(T, heads, width) + ">";
-  };
-  const std::string qm = memref(TQ, H, DK), km = memref(TKV, KV, DK),
-                    vm = memref(TKV, KV, DV), om = memref(TQ, H, DV);
-  const std::string qt = tensor(TQ, H, DK), kt = tensor(TKV, KV, DK),
-                    vt = tensor(TKV, KV, DV), ot = tensor(TQ, H, DV);
+  const std::string qt = tensor("q"), kt = tensor("k"), vt = tensor("v"),
+                    ot = tensor("out");
   std::ostringstream os;
-  os << "func.func @" << fn << "(%q: " << qm << ", %k: " << km
-     << ", %v: " << vm;
-  if (s.mask.padding)
-    os << ", %kv_lens: memref<" << B << "xi32>";
-  os << ", %out: " << om << ") attributes {llvm.emit_c_interface} {\n";
+  os << signature(fn, ps);
   os << "  %qt = bufferization.to_tensor %q restrict : " << qm << "\n";
   os << "  %kt = bufferization.to_tensor %k restrict : " << km << "\n";
   os << "  %vt = bufferization.to_tensor %v restrict : " << vm << "\n";
@@ -104,9 +143,8 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
   const std::string B = dim(s.B), T = dim(s.T);
   const std::string D = std::to_string(s.d);
   const int64_t hdv = s.h * s.d_v;
-  const std::string xm = "memref<" + B + "x" + T + "x" + D + "x" + et + ">";
-  const std::string om = "memref<" + B + "x" + T + "x" + D + "x" + et +
-                         ", strided<[?, ?, 1], offset: ?>>";
+  const std::vector<MemrefParam> ps = abiParams(s);
+  const std::string xm = param(ps, "x").type, om = param(ps, "out").type;
   const std::string xt = "tensor<" + B + "x" + T + "x" + D + "x" + et + ">";
   const std::string ot = xt;
   auto mat = [&](int64_t r, int64_t c) {
@@ -122,41 +160,19 @@ std::string layerModule(const AttentionSpec &s, const std::string &fn) {
   std::ostringstream os;
   os << "#id2 = affine_map<(i, j) -> (i, j)>\n"
         "#col2 = affine_map<(i, j) -> (j)>\n";
-  os << "func.func @" << fn << "(%x: " << xm << ", %w_q: memref<"
-     << mat(s.d, s.h * s.d_k) << ">, %w_k: memref<" << mat(s.d, s.n_kv * s.d_k)
-     << ">, %w_v: memref<" << mat(s.d, s.n_kv * s.d_v) << ">, %w_o: memref<"
-     << mat(hdv, s.d) << ">";
-  if (s.bias)
-    os << ", %b_q: memref<" << s.h * s.d_k << "x" << et << ">, %b_k: memref<"
-       << s.n_kv * s.d_k << "x" << et << ">, %b_v: memref<" << s.n_kv * s.d_v
-       << "x" << et << ">, %b_o: memref<" << D << "x" << et << ">";
-  if (s.mask.padding)
-    os << ", %kv_lens: memref<" << B << "xi32>";
-  os << ", %out: " << om << ") attributes {llvm.emit_c_interface} {\n";
+  os << signature(fn, ps);
   os << "  %c0 = arith.constant 0 : index\n"
         "  %c1 = arith.constant 1 : index\n"
         "  %zero = arith.constant 0.0 : f32\n";
   os << "  %xt = bufferization.to_tensor %x restrict : " << xm << "\n";
   os << "  %B = tensor.dim %xt, %c0 : " << xt << "\n";
   os << "  %T = tensor.dim %xt, %c1 : " << xt << "\n";
-  auto weight = [&](const std::string &name, int64_t r, int64_t c) {
-    os << "  %" << name << "t = bufferization.to_tensor %" << name
-       << " restrict : memref<" << mat(r, c) << ">\n";
-  };
-  weight("w_q", s.d, s.h * s.d_k);
-  weight("w_k", s.d, s.n_kv * s.d_k);
-  weight("w_v", s.d, s.n_kv * s.d_v);
-  weight("w_o", hdv, s.d);
-  if (s.bias)
-    for (auto [name, n] : {std::pair<const char *, int64_t>{"b_q", s.h * s.d_k},
-                           {"b_k", s.n_kv * s.d_k},
-                           {"b_v", s.n_kv * s.d_v},
-                           {"b_o", s.d}})
-      os << "  %" << name << "t = bufferization.to_tensor %" << name
-         << " restrict : memref<" << n << "x" << et << ">\n";
-  if (s.mask.padding)
-    os << "  %lens = bufferization.to_tensor %kv_lens restrict : memref<" << B
-       << "xi32>\n";
+  // Weights, biases and key lengths enter as tensors of their ABI types.
+  for (const MemrefParam &p : ps)
+    if (p.name != "x" && p.name != "out")
+      os << "  %" << (p.name == "kv_lens" ? "lens" : p.name + "t")
+         << " = bufferization.to_tensor %" << p.name << " restrict : " << p.type
+         << "\n";
   os << "  %init = bufferization.to_tensor %out restrict writable : " << om
      << "\n";
   os << "  %r = scf.for %b = %c0 to %B step %c1 iter_args(%acc = %init) -> ("

@@ -8,6 +8,7 @@
 #include "mhagen/mlir/MlirBackend.h"
 
 #include "KernelModule.h"
+#include "mhagen/backend/AbiWrapper.h"
 #include "mhagen/mlir/MhaDialect.h"
 #include "mhagen/mlir/MhaPasses.h"
 #include "mhagen/templates/Templates.h"
@@ -205,117 +206,16 @@ std::vector<char> emit(llvm::TargetMachine &tm, llvm::Module &m,
 // ---- the ABI wrapper
 // ------------------------------------------------------------
 
-struct WrapperArg {
-  std::string name;                 // parameter name
-  std::string data;                 // C expression of the data pointer
-  std::vector<std::string> sizes;   // outermost first
-  std::vector<std::string> strides; // outermost first, in elements
-};
-
 std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                           const std::string &fn) {
-  const std::string H = std::to_string(s.h), KV = std::to_string(s.n_kv),
-                    DK = std::to_string(s.d_k), DV = std::to_string(s.d_v),
-                    D = std::to_string(s.d);
-  auto stride = [](const std::string &given, const std::string &dense) {
-    return "(" + given + " ? " + given + " : " + dense + ")";
-  };
-  std::string setup = "  const int64_t B = a->batch, TQ = a->t_q, TKV = " +
-                      std::string(s.op == Op::Sdpa ? "a->t_kv" : "a->t_q") +
-                      ";\n  (void)TKV;\n";
-  std::vector<WrapperArg> args;
-  if (s.op == Op::Sdpa) {
-    setup += "  const int64_t q_ts = " +
-             stride("a->q_token_stride", "(int64_t)" + H + " * " + DK) +
-             ";\n  const int64_t k_ts = " +
-             stride("a->k_token_stride", "(int64_t)" + KV + " * " + DK) +
-             ";\n  const int64_t v_ts = " +
-             stride("a->v_token_stride", "(int64_t)" + KV + " * " + DV) +
-             ";\n  const int64_t o_ts = " +
-             stride("a->out_token_stride", "(int64_t)" + H + " * " + DV) +
-             ";\n";
-    args.push_back(
-        {"q",
-         "a->q",
-         {"B", "TQ", H, DK},
-         {stride("a->q_batch_stride", "q_ts * TQ"), "q_ts", DK, "1"}});
-    args.push_back(
-        {"k",
-         "a->k",
-         {"B", "TKV", KV, DK},
-         {stride("a->k_batch_stride", "k_ts * TKV"), "k_ts", DK, "1"}});
-    args.push_back(
-        {"v",
-         "a->v",
-         {"B", "TKV", KV, DV},
-         {stride("a->v_batch_stride", "v_ts * TKV"), "v_ts", DV, "1"}});
-  } else {
-    setup += "  const int64_t o_ts = " +
-             stride("a->out_token_stride", "(int64_t)" + D) + ";\n";
-    const std::string hdk = std::to_string(s.h * s.d_k),
-                      kdk = std::to_string(s.n_kv * s.d_k),
-                      kdv = std::to_string(s.n_kv * s.d_v),
-                      hdv = std::to_string(s.h * s.d_v);
-    args.push_back({"x", "a->x", {"B", "TQ", D}, {"TQ * " + D, D, "1"}});
-    args.push_back({"w_q", "a->w_q", {D, hdk}, {hdk, "1"}});
-    args.push_back({"w_k", "a->w_k", {D, kdk}, {kdk, "1"}});
-    args.push_back({"w_v", "a->w_v", {D, kdv}, {kdv, "1"}});
-    args.push_back({"w_o", "a->w_o", {hdv, D}, {D, "1"}});
-    if (s.bias) {
-      args.push_back({"b_q", "a->b_q", {hdk}, {"1"}});
-      args.push_back({"b_k", "a->b_k", {kdk}, {"1"}});
-      args.push_back({"b_v", "a->b_v", {kdv}, {"1"}});
-      args.push_back({"b_o", "a->b_o", {D}, {"1"}});
-    }
-  }
-  if (s.mask.padding)
-    args.push_back({"kv_lens", "a->kv_lens", {"B"}, {"1"}});
-  if (s.op == Op::Sdpa)
-    args.push_back(
-        {"out",
-         "a->out",
-         {"B", "TQ", H, DV},
-         {stride("a->out_batch_stride", "o_ts * TQ"), "o_ts", DV, "1"}});
-  else
-    args.push_back({"out",
-                    "a->out",
-                    {"B", "TQ", D},
-                    {stride("a->out_batch_stride", "o_ts * TQ"), "o_ts", "1"}});
-
-  // One descriptor struct per rank (MLIR's C interface for memrefs).
-  std::set<size_t> ranks;
-  for (const WrapperArg &a : args)
-    ranks.insert(a.sizes.size());
-  std::string decls;
-  for (size_t r : ranks)
-    decls += "typedef struct {\n  void *allocated, *aligned;\n  int64_t "
-             "offset, sizes[" +
-             std::to_string(r) + "], strides[" + std::to_string(r) +
-             "];\n} mh_memref" + std::to_string(r) + ";\n";
-  decls += "void _mlir_ciface_" + fn + "(";
-  std::string call = setup, callArgs;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const WrapperArg &a = args[i];
-    const std::string r = std::to_string(a.sizes.size());
-    decls += std::string(i ? ", " : "") + "mh_memref" + r + " *";
-    call += "  mh_memref" + r + " m_" + a.name + " = {(void *)" + a.data +
-            ", (void *)" + a.data + ", 0, {";
-    for (size_t d = 0; d < a.sizes.size(); ++d)
-      call += (d ? ", " : "") + a.sizes[d];
-    call += "}, {";
-    for (size_t d = 0; d < a.strides.size(); ++d)
-      call += (d ? ", " : "") + a.strides[d];
-    call += "}};\n";
-    callArgs += std::string(i ? ", " : "") + "&m_" + a.name;
-  }
-  decls += ");";
-  call += "  _mlir_ciface_" + fn + "(" + callArgs + ");";
+  const backend::MemrefCall c =
+      backend::memrefCall(backend::wrapperPlan(s), fn);
   return fillTemplate(templateText("mlir_wrapper.c.in"),
                       {{"MHAGEN_VERSION", MHAGEN_VERSION},
                        {"SYMBOL", symbol},
                        {"TARGET", s.target.str()},
-                       {"MLIR_DECLS", decls},
-                       {"MLIR_CALL", call}});
+                       {"MLIR_DECLS", c.decls},
+                       {"MLIR_CALL", c.call}});
 }
 
 void checkSpec(const AttentionSpec &s) {

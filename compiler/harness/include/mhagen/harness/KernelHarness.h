@@ -10,6 +10,7 @@
 #include "mhagen/spec/AttentionSpec.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -65,9 +66,14 @@ private:
   };
   Tensor make(size_t n, float lo, float hi, uint32_t seed) const;
 
+  /// The f32 values of an input tensor of the ABI model, by name (nullptr
+  /// if this problem's kernel has no such tensor).
+  const float *input(const char *name) const;
+
   AttentionSpec spec_;
   ProblemSize size_;
-  Tensor q_, k_, v_, x_, wq_, wk_, wv_, wo_, bq_, bk_, bv_, bo_;
+  /// One entry per data input of the ABI model (mhagen/abi_model.hpp).
+  std::map<std::string, Tensor> inputs_;
   std::vector<int32_t> lens_;
   std::vector<float> outF32_;
   std::vector<uint16_t> outBits_;

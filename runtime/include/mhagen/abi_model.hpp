@@ -1,0 +1,124 @@
+// The ABI model: every tensor of every op, described once (docs/design.md
+// §5). Everything that needs to know the tensors derives it from this
+// table: the runtime's argument validation, both backends' kernel
+// parameters and C wrappers, the generated header, the test harness and
+// the tensor table in abi.h (a unit test checks that comment against it).
+//
+// Adding a tensor to the ABI: a pointer (and strides, if it is a sequence)
+// in mhagen_call_args (abi.h), one row in AbiModel.cpp, and the kernel math
+// that reads or writes it. README.md, "How to add an ABI field", walks
+// through it.
+#ifndef MHAGEN_ABI_MODEL_HPP
+#define MHAGEN_ABI_MODEL_HPP
+
+#include "mhagen/abi.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mhagen::abi {
+
+/// The version of the model below; equal to MHAGEN_ABI_VERSION.
+inline constexpr uint32_t kVersion = MHAGEN_ABI_VERSION;
+
+/// The spec fields that decide which tensors a kernel has and their sizes.
+struct AbiShape {
+  bool layer = false; ///< op = layer (else sdpa)
+  int64_t d = 0, h = 0, n_kv = 0, d_k = 0, d_v = 0;
+  bool bias = false;    ///< op = layer with projection biases
+  bool padding = false; ///< mask has a padding term
+};
+
+/// A size symbol. Batch and the token counts come from the call; the
+/// others are fixed by the spec.
+enum class Size { Batch, TokensQ, TokensKv, D, H, KvHeads, Dk, Dv };
+
+/// One dimension: the product of its factors (w_q's columns are h*dk).
+struct Dim {
+  std::vector<Size> factors;
+};
+
+enum class Elem {
+  Data, ///< the spec's dtype (float, or uint16_t bits of bf16/f16)
+  Int32
+};
+
+/// When a tensor is part of a kernel's ABI.
+enum class Presence {
+  Sdpa,      ///< op = sdpa
+  Layer,     ///< op = layer
+  LayerBias, ///< op = layer with bias = true
+  Padding,   ///< any op whose mask has a padding term
+};
+
+/// How the runtime checks a tensor's contents (beyond size and pointer).
+enum class Content {
+  Values,           ///< any values
+  KeyLengthPerBatch ///< one key count per batch, each in [0, t_kv]
+};
+
+/// One tensor of the ABI.
+struct TensorModel {
+  const char *name; ///< the mhagen_call_args member (and parameter name)
+  const char *doc;  ///< what it holds, for headers and docs
+  Presence presence;
+  bool output;
+  Elem elem;
+  Content content;
+  std::vector<Dim> dims; ///< outermost first; row-major
+  /// A sequence tensor ([B, T, ...]) may have token and batch strides,
+  /// given in these mhagen_call_args members (0 = dense); nullptr: always
+  /// dense.
+  const char *tokenStrideField;
+  const char *batchStrideField;
+  /// What the call does when the tensor is absent from this kernel but a
+  /// pointer is given, and when it is required but NULL (appended to
+  /// "<name> is NULL").
+  const char *givenButAbsent;
+  const char *missingHint;
+
+  // Accessors into mhagen_call_args (the member named above).
+  const void *(*pointer)(const mhagen_call_args &);
+  void (*bind)(mhagen_call_args &, void *);
+  int64_t (*tokenStride)(const mhagen_call_args &); ///< nullptr: dense
+  int64_t (*batchStride)(const mhagen_call_args &); ///< nullptr: dense
+
+  /// True if dims are [B, T, ...] with T the query or key tokens.
+  bool isSequence() const;
+  /// The token symbol of a sequence tensor (TokensQ or TokensKv).
+  Size tokens() const;
+};
+
+/// Every tensor of the ABI, both ops, in kernel-parameter order: inputs,
+/// then per-batch integer vectors, then the output.
+const std::vector<TensorModel> &allTensors();
+
+/// True if the tensor is part of a kernel with this shape.
+bool isPresent(const TensorModel &t, const AbiShape &s);
+
+/// The tensors of a kernel with this shape, in kernel-parameter order.
+std::vector<const TensorModel *> tensors(const AbiShape &s);
+
+/// Value of a symbol fixed by the spec (0 for Batch/TokensQ/TokensKv).
+int64_t staticSize(Size sym, const AbiShape &s);
+bool isCallSize(Size sym);
+/// Product of a dimension's factors when all are fixed by the spec, else
+/// 0. Products are computed with overflow checks; -1 on overflow.
+int64_t staticExtent(const Dim &d, const AbiShape &s);
+/// Elements per token of a sequence tensor, or all elements of a fixed
+/// tensor (-1 on overflow).
+int64_t denseInnerElements(const TensorModel &t, const AbiShape &s,
+                           size_t fromDim);
+
+/// Short label of a symbol ("B", "Tq", "Tkv", "d", "h", "kv", "dk", "dv").
+const char *label(Size sym);
+/// "[B, Tq, h, dk]" or "[d, h*dk]".
+std::string dimsText(const TensorModel &t);
+/// The tensor table as written in abi.h's comment, one line per tensor:
+/// " *   op = sdpa : q [B, Tq, h, dk] ..." (see abi.h).
+std::string docTable();
+
+} // namespace mhagen::abi
+
+#endif

@@ -1,0 +1,257 @@
+// The ABI's tensor table (abi_model.hpp). One row per tensor; the order of
+// the rows is the order of the kernels' parameters.
+#include "mhagen/abi_model.hpp"
+
+namespace mhagen::abi {
+
+namespace {
+
+// The accessors of one mhagen_call_args member.
+#define MHAGEN_ABI_PTR(field)                                                  \
+#field, [](const mhagen_call_args &a) -> const void * { return a.field; },   \
+      [](mhagen_call_args &a, void *p) {                                       \
+        a.field = static_cast<decltype(a.field)>(p);                           \
+      }
+
+using Getter = const void *(*)(const mhagen_call_args &);
+using Binder = void (*)(mhagen_call_args &, void *);
+#define MHAGEN_ABI_STRIDE(field)                                               \
+  [](const mhagen_call_args &a) -> int64_t { return a.field; }
+
+using S = Size;
+
+// A [B, T, heads, width] activation with call-time strides.
+TensorModel sequence(const char *name, Getter ptr, Binder bind, const char *doc,
+                     Presence when, bool output, Size tokens,
+                     std::vector<Dim> row, const char *tsField,
+                     int64_t (*ts)(const mhagen_call_args &),
+                     const char *bsField,
+                     int64_t (*bs)(const mhagen_call_args &)) {
+  std::vector<Dim> dims = {{{S::Batch}}, {{tokens}}};
+  dims.insert(dims.end(), row.begin(), row.end());
+  return {name, doc,     when,    output,  Elem::Data, Content::Values,
+          dims, tsField, bsField, nullptr, "",         ptr,
+          bind, ts,      bs};
+}
+
+// A dense tensor fixed by the spec (weights, biases).
+TensorModel fixed(const char *name, Getter ptr, Binder bind, const char *doc,
+                  Presence when, std::vector<Dim> dims) {
+  return {name,
+          doc,
+          when,
+          false,
+          Elem::Data,
+          Content::Values,
+          dims,
+          nullptr,
+          nullptr,
+          when == Presence::LayerBias
+              ? "bias pointers given but this kernel's spec has bias = false"
+              : nullptr,
+          "",
+          ptr,
+          bind,
+          nullptr,
+          nullptr};
+}
+
+// One int32 per batch.
+TensorModel perBatch(const char *name, Getter ptr, Binder bind, const char *doc,
+                     Presence when, Content content, const char *givenButAbsent,
+                     const char *missingHint) {
+  return {
+      name,           doc,     when,    false,          Elem::Int32, content,
+      {{{S::Batch}}}, nullptr, nullptr, givenButAbsent, missingHint, ptr,
+      bind,           nullptr, nullptr};
+}
+
+std::vector<TensorModel> buildTable() {
+  std::vector<TensorModel> t;
+  // op = sdpa: the attention core on projected heads.
+  t.push_back(sequence(MHAGEN_ABI_PTR(q), "queries", Presence::Sdpa, false,
+                       S::TokensQ, {{{S::H}}, {{S::Dk}}}, "q_token_stride",
+                       MHAGEN_ABI_STRIDE(q_token_stride), "q_batch_stride",
+                       MHAGEN_ABI_STRIDE(q_batch_stride)));
+  t.push_back(sequence(MHAGEN_ABI_PTR(k), "keys", Presence::Sdpa, false,
+                       S::TokensKv, {{{S::KvHeads}}, {{S::Dk}}},
+                       "k_token_stride", MHAGEN_ABI_STRIDE(k_token_stride),
+                       "k_batch_stride", MHAGEN_ABI_STRIDE(k_batch_stride)));
+  t.push_back(sequence(MHAGEN_ABI_PTR(v), "values", Presence::Sdpa, false,
+                       S::TokensKv, {{{S::KvHeads}}, {{S::Dv}}},
+                       "v_token_stride", MHAGEN_ABI_STRIDE(v_token_stride),
+                       "v_batch_stride", MHAGEN_ABI_STRIDE(v_batch_stride)));
+  // op = layer: the projections around the core. W [in, out] row-major.
+  t.push_back(sequence(MHAGEN_ABI_PTR(x), "input tokens", Presence::Layer,
+                       false, S::TokensQ, {{{S::D}}}, nullptr, nullptr, nullptr,
+                       nullptr));
+  t.push_back(fixed(MHAGEN_ABI_PTR(w_q), "query projection", Presence::Layer,
+                    {{{S::D}}, {{S::H, S::Dk}}}));
+  t.push_back(fixed(MHAGEN_ABI_PTR(w_k), "key projection", Presence::Layer,
+                    {{{S::D}}, {{S::KvHeads, S::Dk}}}));
+  t.push_back(fixed(MHAGEN_ABI_PTR(w_v), "value projection", Presence::Layer,
+                    {{{S::D}}, {{S::KvHeads, S::Dv}}}));
+  t.push_back(fixed(MHAGEN_ABI_PTR(w_o), "output projection", Presence::Layer,
+                    {{{S::H, S::Dv}}, {{S::D}}}));
+  t.push_back(fixed(MHAGEN_ABI_PTR(b_q), "query bias", Presence::LayerBias,
+                    {{{S::H, S::Dk}}}));
+  t.push_back(fixed(MHAGEN_ABI_PTR(b_k), "key bias", Presence::LayerBias,
+                    {{{S::KvHeads, S::Dk}}}));
+  t.push_back(fixed(MHAGEN_ABI_PTR(b_v), "value bias", Presence::LayerBias,
+                    {{{S::KvHeads, S::Dv}}}));
+  t.push_back(fixed(MHAGEN_ABI_PTR(b_o), "output bias", Presence::LayerBias,
+                    {{{S::D}}}));
+  // Mask `padding`: batch b sees keys [0, kv_lens[b]).
+  t.push_back(perBatch(MHAGEN_ABI_PTR(kv_lens), "key length per batch",
+                       Presence::Padding, Content::KeyLengthPerBatch,
+                       "kv_lens given but this kernel's mask has no padding",
+                       " but the mask has padding: pass one key length per "
+                       "batch"));
+  // The output of each op.
+  t.push_back(sequence(MHAGEN_ABI_PTR(out), "attention output", Presence::Sdpa,
+                       true, S::TokensQ, {{{S::H}}, {{S::Dv}}},
+                       "out_token_stride", MHAGEN_ABI_STRIDE(out_token_stride),
+                       "out_batch_stride",
+                       MHAGEN_ABI_STRIDE(out_batch_stride)));
+  t.push_back(sequence(MHAGEN_ABI_PTR(out), "layer output", Presence::Layer,
+                       true, S::TokensQ, {{{S::D}}}, "out_token_stride",
+                       MHAGEN_ABI_STRIDE(out_token_stride), "out_batch_stride",
+                       MHAGEN_ABI_STRIDE(out_batch_stride)));
+  return t;
+}
+
+#undef MHAGEN_ABI_PTR
+#undef MHAGEN_ABI_STRIDE
+
+} // namespace
+
+bool TensorModel::isSequence() const {
+  return dims.size() >= 2 && dims[0].factors.size() == 1 &&
+         dims[0].factors[0] == Size::Batch && dims[1].factors.size() == 1 &&
+         (dims[1].factors[0] == Size::TokensQ ||
+          dims[1].factors[0] == Size::TokensKv);
+}
+
+Size TensorModel::tokens() const { return dims[1].factors[0]; }
+
+const std::vector<TensorModel> &allTensors() {
+  static const std::vector<TensorModel> table = buildTable();
+  return table;
+}
+
+bool isPresent(const TensorModel &t, const AbiShape &s) {
+  switch (t.presence) {
+  case Presence::Sdpa:
+    return !s.layer;
+  case Presence::Layer:
+    return s.layer;
+  case Presence::LayerBias:
+    return s.layer && s.bias;
+  case Presence::Padding:
+    return s.padding;
+  }
+  return false;
+}
+
+std::vector<const TensorModel *> tensors(const AbiShape &s) {
+  std::vector<const TensorModel *> out;
+  for (const TensorModel &t : allTensors())
+    if (isPresent(t, s))
+      out.push_back(&t);
+  return out;
+}
+
+bool isCallSize(Size sym) {
+  return sym == Size::Batch || sym == Size::TokensQ || sym == Size::TokensKv;
+}
+
+int64_t staticSize(Size sym, const AbiShape &s) {
+  switch (sym) {
+  case Size::D:
+    return s.d;
+  case Size::H:
+    return s.h;
+  case Size::KvHeads:
+    return s.n_kv;
+  case Size::Dk:
+    return s.d_k;
+  case Size::Dv:
+    return s.d_v;
+  default:
+    return 0;
+  }
+}
+
+int64_t staticExtent(const Dim &d, const AbiShape &s) {
+  int64_t v = 1;
+  for (Size f : d.factors) {
+    if (isCallSize(f))
+      return 0;
+    const int64_t x = staticSize(f, s);
+    if (x < 0 || __builtin_mul_overflow(v, x, &v))
+      return -1;
+  }
+  return v;
+}
+
+int64_t denseInnerElements(const TensorModel &t, const AbiShape &s,
+                           size_t fromDim) {
+  int64_t v = 1;
+  for (size_t i = fromDim; i < t.dims.size(); ++i) {
+    const int64_t e = staticExtent(t.dims[i], s);
+    if (e < 0 || __builtin_mul_overflow(v, e, &v))
+      return -1;
+  }
+  return v;
+}
+
+const char *label(Size sym) {
+  switch (sym) {
+  case Size::Batch:
+    return "B";
+  case Size::TokensQ:
+    return "Tq";
+  case Size::TokensKv:
+    return "Tkv";
+  case Size::D:
+    return "d";
+  case Size::H:
+    return "h";
+  case Size::KvHeads:
+    return "kv";
+  case Size::Dk:
+    return "dk";
+  case Size::Dv:
+    return "dv";
+  }
+  return "?";
+}
+
+std::string dimsText(const TensorModel &t) {
+  std::string out = "[";
+  for (size_t i = 0; i < t.dims.size(); ++i) {
+    if (i)
+      out += ", ";
+    for (size_t j = 0; j < t.dims[i].factors.size(); ++j)
+      out += std::string(j ? "*" : "") + label(t.dims[i].factors[j]);
+  }
+  return out + "]";
+}
+
+std::string docTable() {
+  static const char *when[] = {"sdpa", "layer", "layer, bias", "padding"};
+  std::string out;
+  for (const TensorModel &t : allTensors()) {
+    std::string line = std::string(" *   ") + t.name;
+    line.resize(std::max<size_t>(line.size() + 1, 14), ' ');
+    line += dimsText(t);
+    line.resize(std::max<size_t>(line.size() + 1, 32), ' ');
+    line += std::string(t.elem == Elem::Int32 ? "int32 " : "") + t.doc + " (" +
+            when[static_cast<int>(t.presence)] + (t.output ? ", output" : "") +
+            (t.tokenStrideField ? ", strided" : "") + ")";
+    out += line + "\n";
+  }
+  return out;
+}
+
+} // namespace mhagen::abi
