@@ -11,9 +11,10 @@ set_target_properties(mhagen_runtime PROPERTIES EXPORT_NAME runtime)
 add_executable(mhagen::mhagen ALIAS mhagen)
 add_library(mhagen::runtime ALIAS mhagen_runtime)
 
-set_target_properties(mhagen-run-kernel PROPERTIES
+set_target_properties(mhagen-run-kernel mhagen-trial PROPERTIES
   INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
-install(TARGETS mhagen-run-kernel RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS mhagen-run-kernel mhagen-trial
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS mhagen mhagen_runtime EXPORT mhagenTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -3,13 +3,11 @@
 #include "mhagen/abi.h"
 #include "mhagen/abi_model.hpp"
 #include "mhagen/backend/AbiWrapper.h"
-#include "mhagen/halide/HalideBackend.h"
+#include "mhagen/driver/BackendRegistry.h"
+#include "mhagen/machine/MachineModel.h"
 #include "mhagen/runtime.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/templates/Templates.h"
-#ifdef MHAGEN_HAVE_MLIR
-#include "mhagen/mlir/MlirBackend.h"
-#endif
 
 #include <nlohmann/json.hpp>
 
@@ -37,52 +35,41 @@ namespace fs = std::filesystem;
 
 // ---- targets ---------------------------------------------------------------
 
-static bool cpuHasAll(std::initializer_list<const char *> features) {
-  for (const char *f : features)
-    if (!mhagen_cpu_has(f))
-      return false;
-  return true;
-}
-
-static bool hasAvx2() { return cpuHasAll({"avx2", "fma", "f16c"}); }
-static bool hasAvx512() {
-  return hasAvx2() &&
-         cpuHasAll({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"});
-}
-static bool hasAvx512Bf16() {
-  return hasAvx512() && cpuHasAll({"avx512_bf16", "avx512_vnni"});
-}
-
+// Which named targets this CPU runs: every feature of the target's machine
+// model (mhagen/machine/MachineModel.h), as the runtime sees the CPU.
 Target resolveTarget(const Target &t, DType dtype) {
   if (t.kind != TargetKind::Host)
     return t;
   Target r;
-  if (dtype == DType::BF16 && hasAvx512Bf16())
+  if (dtype == DType::BF16 && hostRuns(TargetKind::Avx512Bf16))
     r.kind = TargetKind::Avx512Bf16;
-  else if (hasAvx512())
+  else if (hostRuns(TargetKind::Avx512))
     r.kind = TargetKind::Avx512;
-  else if (hasAvx2())
+  else if (hostRuns(TargetKind::Avx2))
     r.kind = TargetKind::Avx2;
   else
     throw DriverError(
         "target host: this CPU lacks AVX2+FMA+F16C, the oldest instruction "
         "set mhagen generates for (it has: " +
         std::string(mhagen_cpu_features()) + ")");
+  r.machine = std::make_shared<const MachineModel>(hostMachine(r.kind));
   return r;
 }
 
 std::string targetUnavailableReason(const Target &t) {
   switch (t.kind) {
   case TargetKind::Host:
-    return hasAvx2() ? "" : "the CPU lacks AVX2, FMA or F16C";
   case TargetKind::Avx2:
-    return hasAvx2() ? "" : "the CPU lacks AVX2, FMA or F16C";
+    return hostRuns(TargetKind::Avx2) ? "" : "the CPU lacks AVX2, FMA or F16C";
   case TargetKind::Avx512:
-    return hasAvx512() ? ""
-                       : "the CPU lacks AVX-512 F/CD/BW/DQ/VL (or the OS "
-                         "does not save ZMM state)";
+    return hostRuns(TargetKind::Avx512)
+               ? ""
+               : "the CPU lacks AVX-512 F/CD/BW/DQ/VL (or the OS "
+                 "does not save ZMM state)";
   case TargetKind::Avx512Bf16:
-    return hasAvx512Bf16() ? "" : "the CPU lacks AVX512_BF16 or AVX512_VNNI";
+    return hostRuns(TargetKind::Avx512Bf16)
+               ? ""
+               : "the CPU lacks AVX512_BF16 or AVX512_VNNI";
   case TargetKind::Cuda:
   case TargetKind::OpenCL:
     return ""; // generation needs no device; the runtime checks for one
@@ -273,21 +260,7 @@ std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
 // ---- generation ------------------------------------------------------------
 
 BackendResult runBackend(const AttentionSpec &s, const BackendOptions &o) {
-  if (s.backend == Backend::Halide && !o.autoscheduler.empty()) {
-    double seconds = 0;
-    BackendResult r =
-        compileWithHalideAutoscheduler(s, o, o.autoscheduler, &seconds);
-    r.scheduleSeconds = seconds;
-    return r;
-  }
-  if (s.backend == Backend::Halide)
-    return compileWithHalide(s, o);
-#ifdef MHAGEN_HAVE_MLIR
-  return compileWithMlir(s, o);
-#else
-  throw BackendError("backend", "this mhagen was built without the MLIR "
-                                "backend (MHAGEN_ENABLE_MLIR=OFF)");
-#endif
+  return kernelBackend(s.backend).compile(s, o);
 }
 
 namespace {

@@ -1,5 +1,7 @@
 #include "AttentionAlgorithm.h"
 
+#include "mhagen/spec/SoftmaxNumerics.h"
+
 #include "mhagen/spec/BackendResult.h"
 
 namespace mhagen::hl {
@@ -37,7 +39,7 @@ int channelBlockFor(int64_t dv, int preferred) {
 // Every value stays finite (the fast-math flags Halide sets assume no
 // infinities): "minus infinity" is kLowest, and hidden keys are zeroed by
 // the mask predicate itself.
-static const float kLowest = -1e30f;
+static const float kLowest = kLowestScore; // mhagen/spec/SoftmaxNumerics.h
 
 // exp(x) for x <= 0, 0 below -80 (where f32 exp is 0 anyway); Halide's
 // fast_exp vectorises but is undefined on underflow, hence the clamp.
@@ -250,7 +252,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Expr lsum = st.state(row, c / CB, t / TT, hd / HP, b)[CB + 1];
   st.out = Func("attention");
   st.out(c, hd, t, b) =
-      select(lsum > 0.0f, mux(c % CB, channels) / max(lsum, 1e-30f), 0.0f);
+      select(lsum > 0.0f, mux(c % CB, channels) / max(lsum, kTinySum), 0.0f);
   return st;
 }
 

@@ -38,7 +38,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
                                const HalideTargetInfo &target) {
   ScheduleSpace space;
   const int64_t vw = target.vectorWidth;
-  const int64_t regs = vw == 16 ? 32 : 16;
+  // Hardware facts from the target's machine model.
+  const int64_t regs = target.machine->vectorRegisters;
+  const int64_t scratchBudget = target.machine->scratchBudget();
   const int64_t group = s.h / s.n_kv;
   const bool layer = s.op == Op::Layer;
   // The bf16 dot path reads bf16 Q/K/V directly: the attention core of an
@@ -158,15 +160,16 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     if (!fits(p.at("pv_rows"), p.at("pv_chans")))
       return "PV register block needs more than " + std::to_string(regs) +
              " vector registers";
-    // Per-task scratch must fit in L2 (1 MiB on Zen 4; keep half free).
+    // Per-task scratch must fit in half the L2 (MachineModel::scratchBudget).
     int64_t scratch = 4 * rowsT *
                       (dk + 2 * p.at("key_tile") + 2 * dv +
                        2 * dv / p.at("channel_block") + 4);
     if (p.at("stage_kv"))
       scratch += 4 * p.at("key_tile") * (dk + dv);
-    if (scratch > 512 * 1024)
+    if (scratch > scratchBudget)
       return "per-task scratch " + std::to_string(scratch / 1024) +
-             " KiB exceeds 512 KiB";
+             " KiB exceeds " + std::to_string(scratchBudget / 1024) +
+             " KiB (half the L2 of the target's machine model)";
     if (p.count("gemm_cols")) {
       if (p.at("gemm_cols") % w)
         return "gemm_cols must be a multiple of vector_width";

@@ -41,10 +41,12 @@ int64_t sharedBytes(const AttentionSpec &s, int64_t rows, int64_t kt,
 // Defaults: 16-row query tiles (the query heads of a GQA group first),
 // 16-key tiles, 8 accumulator channels per thread of the state update.
 // Not tuned on hardware in this repository's sessions (no GPU was lent);
-// they keep a block under 48 KiB of shared memory and 1024 threads.
+// they keep a block within the machine model's shared memory and thread
+// limits (48 KiB and 1024 threads for the presets).
 ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
                                const HalideTargetInfo &target) {
-  (void)target;
+  const int64_t maxThreads = target.machine->maxThreadsPerBlock;
+  const int64_t maxShared = target.machine->sharedMemoryPerBlock;
   ScheduleSpace space;
   const int64_t group = s.h / s.n_kv;
   space.params = {
@@ -73,13 +75,15 @@ ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
       return "heads_per_tile must divide h/kv";
     if (rows > 64)
       return "more than 64 rows per block";
-    if (rows * std::max(lanes, p.at("key_tile")) > 1024)
-      return "more than 1024 threads per block";
-    if (rows * (s.d_v / p.at("channel_block")) > 1024)
-      return "state update needs more than 1024 threads";
+    if (rows * std::max(lanes, p.at("key_tile")) > maxThreads)
+      return "more than " + std::to_string(maxThreads) + " threads per block";
+    if (rows * (s.d_v / p.at("channel_block")) > maxThreads)
+      return "state update needs more than " + std::to_string(maxThreads) +
+             " threads";
     if (sharedBytes(s, rows, p.at("key_tile"), p.at("channel_block")) >
-        48 * 1024)
-      return "more than 48 KiB of shared memory per block";
+        maxShared)
+      return "more than " + std::to_string(maxShared / 1024) +
+             " KiB of shared memory per block";
     return "";
   };
   // Wide value heads need fewer rows per block (threads, shared memory).

@@ -9,6 +9,7 @@
 #ifndef MHAGEN_HALIDE_TARGETS_H
 #define MHAGEN_HALIDE_TARGETS_H
 
+#include "mhagen/machine/MachineModel.h"
 #include "mhagen/spec/AttentionSpec.h"
 
 #include <string>
@@ -16,13 +17,16 @@
 
 namespace mhagen::hl {
 
+/// Halide's view of a target; the hardware facts come from the target's
+/// machine model (mhagen/machine/MachineModel.h).
 struct HalideTargetInfo {
   std::string halideTarget; ///< Halide target string (no_runtime included)
-  std::string llcCpu;       ///< -mcpu for llc-14 ("" for GPU host code)
+  std::string llcCpu;       ///< -mcpu for llc-14 (the model's LLVM CPU)
   std::string llcAttrs;     ///< -mattr for llc-14
   std::vector<std::string> cpuFeatures; ///< what the object needs
   int vectorWidth = 16;                 ///< natural f32 lanes
   bool gpu = false;
+  const MachineModel *machine = nullptr; ///< caches, registers, GPU limits
 };
 
 /// The target must be concrete (not Host). f16 kernels on OpenCL need the

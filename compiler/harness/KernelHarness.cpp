@@ -126,13 +126,6 @@ void Problem::clearOutput() {
   std::fill(outBits_.begin(), outBits_.end(), 0);
 }
 
-void Problem::corruptOutputForTesting() {
-  if (!outF32_.empty())
-    outF32_[outF32_.size() / 2] += 1.0f;
-  if (!outBits_.empty())
-    outBits_[outBits_.size() / 2] ^= 0x4000; // flips an exponent bit
-}
-
 std::vector<float> Problem::output() const {
   if (outBits_.empty())
     return outF32_;

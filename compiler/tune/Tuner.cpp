@@ -1,10 +1,7 @@
 #include "mhagen/tune/Tuner.h"
 
-#include "mhagen/halide/HalideBackend.h"
+#include "mhagen/driver/BackendRegistry.h"
 #include "mhagen/support/Process.h"
-#ifdef MHAGEN_HAVE_MLIR
-#include "mhagen/mlir/MlirBackend.h"
-#endif
 
 #include <nlohmann/json.hpp>
 
@@ -26,13 +23,7 @@ namespace mhagen {
 namespace {
 
 ScheduleSpace spaceFor(const AttentionSpec &s) {
-  if (s.backend == Backend::Halide)
-    return halideScheduleSpace(s);
-#ifdef MHAGEN_HAVE_MLIR
-  return mlirScheduleSpace(s);
-#else
-  throw std::runtime_error("this mhagen was built without the MLIR backend");
-#endif
+  return kernelBackend(s.backend).scheduleSpace(s);
 }
 
 std::string paramsCsv(const ScheduleParams &p) {
@@ -40,18 +31,6 @@ std::string paramsCsv(const ScheduleParams &p) {
   for (const auto &[k, v] : p)
     s += (s.empty() ? "" : ",") + k + "=" + std::to_string(v);
   return s;
-}
-
-std::string faultFor(const TuneOptions &o, const ScheduleParams &p) {
-  for (const auto &[cond, fault] : o.injectFaults) {
-    size_t eq = cond.find('=');
-    if (eq == std::string::npos)
-      continue;
-    auto it = p.find(cond.substr(0, eq));
-    if (it != p.end() && std::to_string(it->second) == cond.substr(eq + 1))
-      return fault;
-  }
-  return "";
 }
 
 std::string shortDuration(double s) {
@@ -95,82 +74,43 @@ TrialRecord runTrial(const TuneOptions &o, const ScheduleParams &p,
   r.trialId = (r.shard.empty() ? std::string("0") : r.shard) + "-" +
               std::to_string(index) + "-" + std::to_string(rd() % 100000);
 
-  TempDir dir("mhagen-trial");
-  const std::string specFile = dir.file("spec.mha");
-  writeFile(specFile, o.spec.canonical());
-  std::vector<std::string> argv = {o.mhagenExe,
-                                   "run",
-                                   specFile,
-                                   "--schedule",
-                                   paramsCsv(p),
-                                   "--B",
-                                   std::to_string(o.B),
-                                   "--T",
-                                   std::to_string(o.T),
-                                   "--Tkv",
-                                   std::to_string(o.Tkv ? o.Tkv : o.T),
-                                   "--reps",
-                                   std::to_string(reps),
-                                   "--format",
-                                   "json",
-                                   "--seed",
-                                   "1"};
-  if (o.threads > 0) {
-    argv.push_back("--threads");
-    argv.push_back(std::to_string(o.threads));
-  }
-  std::string fault = faultFor(o, p);
-  if (!fault.empty()) {
-    argv.push_back("--inject-fault");
-    argv.push_back(fault);
-  }
-  ProcessResult pr =
-      runProcess(argv, o.trialTimeoutSeconds, o.trialMemoryLimitBytes);
-  if (pr.timedOut) {
+  TrialRequest q;
+  q.spec = o.spec;
+  q.schedule = p;
+  q.B = o.B;
+  q.T = o.T;
+  q.Tkv = o.Tkv ? o.Tkv : o.T;
+  q.reps = reps;
+  q.threads = o.threads;
+  q.seed = 1;
+  std::shared_ptr<TrialRunner> runner = o.runner;
+  if (!runner)
+    runner = std::make_shared<ProcessTrialRunner>(defaultTrialExecutable());
+  const TrialOutcome out =
+      runner->run(q, o.trialTimeoutSeconds, o.trialMemoryLimitBytes);
+  switch (out.kind) {
+  case TrialOutcome::Kind::TimedOut:
     r.status = TrialStatus::Timeout;
     r.error = "killed after " + shortDuration(o.trialTimeoutSeconds);
     return r;
-  }
-  // The child prints one JSON object; anything before it is diagnostics.
-  nlohmann::json js;
-  size_t brace = pr.output.find("{\n");
-  bool parsed = false;
-  if (brace != std::string::npos) {
-    try {
-      js = nlohmann::json::parse(pr.output.substr(brace));
-      parsed = true;
-    } catch (const std::exception &) {
-    }
-  }
-  auto tail = [&](const std::string &s) {
-    std::string t = s.size() > 400 ? s.substr(s.size() - 400) : s;
-    while (!t.empty() && (t.back() == '\n' || t.back() == ' '))
-      t.pop_back();
-    return t;
-  };
-  if (pr.exitCode >= 128 || pr.exitCode < 0) {
+  case TrialOutcome::Kind::Crashed:
     r.status = TrialStatus::Crash;
-    r.error = "the trial process died (status " + std::to_string(pr.exitCode) +
-              "): " + tail(pr.output);
+    r.error = out.diagnostics;
     return r;
+  case TrialOutcome::Kind::Finished:
+    break;
   }
-  if (!parsed) {
-    r.status = TrialStatus::Crash;
-    r.error = "no result from the trial process (exit " +
-              std::to_string(pr.exitCode) + "): " + tail(pr.output);
-    return r;
-  }
-  if (js.contains("error")) {
-    std::string e = js["error"].get<std::string>();
+  const TrialResult &t = out.result;
+  if (!t.error.empty()) {
     r.status = TrialStatus::BuildError;
-    r.error = e;
+    r.error = t.error;
     return r;
   }
-  r.medianMs = js.value("median_ms", 0.0);
-  r.minMs = js.value("min_ms", 0.0);
-  r.maxAbsErr = js.value("max_abs_err", 0.0);
+  r.medianMs = t.medianMs;
+  r.minMs = t.minMs;
+  r.maxAbsErr = t.maxAbsErr;
   r.timesMs = {r.medianMs};
-  if (!js.value("within_tolerance", false)) {
+  if (!t.withinTolerance) {
     r.status = TrialStatus::Wrong;
     r.error = "disagrees with the reference: max |err| " +
               std::to_string(r.maxAbsErr);

@@ -5,14 +5,11 @@
 // kernel; a backend may only refuse a target it does not generate for,
 // with the reason.
 //   mhagen_property_tests [--specs=N] [--run=M]
+#include "mhagen/driver/BackendRegistry.h"
 #include "mhagen/driver/Driver.h"
-#include "mhagen/halide/HalideBackend.h"
 #include "mhagen/harness/KernelHarness.h"
 #include "mhagen/runtime.h"
 #include "mhagen/spec/SpecParser.h"
-#ifdef MHAGEN_HAVE_MLIR
-#include "mhagen/mlir/MlirBackend.h"
-#endif
 #include "mhagen/support/Process.h"
 
 #include <gtest/gtest.h>
@@ -100,20 +97,24 @@ AttentionSpec randomSpec(std::mt19937 &rng) {
 }
 
 ScheduleSpace spaceOf(const AttentionSpec &s) {
-#ifdef MHAGEN_HAVE_MLIR
-  if (s.backend == Backend::Mlir)
-    return mlirScheduleSpace(s);
-#endif
-  return halideScheduleSpace(s);
+  return kernelBackend(s.backend).scheduleSpace(s);
+}
+
+bool backendBuilt(Backend id) {
+  for (const KernelBackend *b : availableBackends())
+    if (b->id() == id)
+      return true;
+  return false;
 }
 
 bool backendGenerates(const AttentionSpec &s) {
-#ifndef MHAGEN_HAVE_MLIR
-  if (s.backend == Backend::Mlir)
+  if (!backendBuilt(s.backend))
     return false;
-#endif
   // The MLIR backend generates CPU code only (it says so when asked).
-  return !(s.backend == Backend::Mlir && s.target.isGpu());
+  const std::string why = kernelBackend(s.backend).unsupportedReason(s);
+  EXPECT_TRUE(why.empty() || (s.backend == Backend::Mlir && s.target.isGpu()))
+      << why;
+  return why.empty();
 }
 
 } // namespace
@@ -156,11 +157,8 @@ TEST(DefaultSchedule, SampledSpecsGenerateRunAndMatchTheReference) {
   for (int tries = 0; ran < gRuns && tries < 100000; ++tries) {
     AttentionSpec s = randomSpec(rng);
     s.target.kind = TargetKind::Avx2;
-#ifdef MHAGEN_HAVE_MLIR
-    s.backend = ran % 2 ? Backend::Mlir : Backend::Halide;
-#else
-    s.backend = Backend::Halide;
-#endif
+    s.backend = ran % 2 && backendBuilt(Backend::Mlir) ? Backend::Mlir
+                                                       : Backend::Halide;
     // Keep the reference and the compile quick.
     if (s.d_k > 160 || s.d_v > 160 || s.h > 24 || s.d > 512)
       continue;

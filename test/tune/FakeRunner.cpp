@@ -1,32 +1,49 @@
-// Stands in for `mhagen run` in tuner tests: same arguments, same JSON, but
-// the "time" is a fixed function of the schedule (a landscape with one best
-// point), so search behaviour is deterministic and fast. Honors
-// --inject-fault like the real command.
+// Stands in for mhagen-trial in tuner tests: the same protocol
+// (REQUEST.json RESULT.json, mhagen/eval/Trial.h), but the "time" is a
+// fixed function of the schedule (a landscape with one best point), so the
+// search is deterministic and fast. Faults are injected here, in the test,
+// never in the product: FAKE_TRIAL_FAULTS="key_tile=32:wrong,stage_kv=0:
+// crash,task_order=1:hang" makes the trials of matching points fail so.
+#include "mhagen/eval/Trial.h"
+#include "mhagen/support/Process.h"
+
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 
-int main(int argc, char **argv) {
-  std::map<std::string, long> p;
-  std::string fault;
-  for (int i = 1; i + 1 < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--schedule") {
-      std::stringstream ss(argv[i + 1]);
-      for (std::string kv; std::getline(ss, kv, ',');) {
-        size_t eq = kv.find('=');
-        p[kv.substr(0, eq)] = std::atol(kv.c_str() + eq + 1);
-      }
-    }
-    if (a == "--inject-fault")
-      fault = argv[i + 1];
+namespace {
+
+// The fault for this schedule, from FAKE_TRIAL_FAULTS ("" if none).
+std::string faultFor(const mhagen::ScheduleParams &p) {
+  const char *env = std::getenv("FAKE_TRIAL_FAULTS");
+  if (!env)
+    return "";
+  std::stringstream ss(env);
+  for (std::string rule; std::getline(ss, rule, ',');) {
+    const size_t eq = rule.find('='), colon = rule.rfind(':');
+    if (eq == std::string::npos || colon == std::string::npos || colon < eq)
+      continue;
+    auto it = p.find(rule.substr(0, eq));
+    if (it != p.end() &&
+        std::to_string(it->second) == rule.substr(eq + 1, colon - eq - 1))
+      return rule.substr(colon + 1);
   }
+  return "";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 3)
+    return 2;
+  mhagen::TrialRequest q =
+      mhagen::TrialRequest::fromJson(mhagen::readFile(argv[1]));
+  mhagen::ScheduleParams &p = q.schedule;
+  const std::string fault = faultFor(p);
   // Durability tests slow each trial down so that kills land mid-run.
   if (const char *ms = std::getenv("FAKE_RUNNER_SLEEP_MS"))
     std::this_thread::sleep_for(std::chrono::milliseconds(std::atol(ms)));
@@ -36,15 +53,19 @@ int main(int argc, char **argv) {
     for (;;)
       std::this_thread::sleep_for(std::chrono::seconds(1));
   // Best at key_tile 64, tokens_per_tile 16, s_keys 8, pv_chans 8.
-  double ms = 10.0 + std::fabs(std::log2(p["key_tile"] / 64.0)) * 3 +
-              std::fabs(std::log2(p["tokens_per_tile"] / 16.0)) * 2 +
-              std::fabs(p["s_keys"] - 8.0) * 0.5 +
-              std::fabs(p["pv_chans"] - 8.0) * 0.5 +
-              (p["stage_kv"] ? 0.0 : 1.0);
-  std::printf("{\n  \"variant\": \"fake\",\n  \"median_ms\": %.6f,\n"
-              "  \"min_ms\": %.6f,\n  \"max_abs_err\": %g,\n"
-              "  \"within_tolerance\": %s\n}\n",
-              ms, ms * 0.98, fault == "wrong" ? 1.0 : 1e-7,
-              fault == "wrong" ? "false" : "true");
-  return fault == "wrong" ? 1 : 0;
+  const double ms = 10.0 + std::fabs(std::log2(p["key_tile"] / 64.0)) * 3 +
+                    std::fabs(std::log2(p["tokens_per_tile"] / 16.0)) * 2 +
+                    std::fabs(p["s_keys"] - 8.0) * 0.5 +
+                    std::fabs(p["pv_chans"] - 8.0) * 0.5 +
+                    (p["stage_kv"] ? 0.0 : 1.0);
+  mhagen::TrialResult r;
+  r.built = true;
+  r.variant = "fake";
+  r.medianMs = ms;
+  r.minMs = ms * 0.98;
+  r.reps = q.reps;
+  r.maxAbsErr = fault == "wrong" ? 1.0 : 1e-7;
+  r.withinTolerance = fault != "wrong";
+  mhagen::writeFileAtomic(argv[2], r.toJson());
+  return 0;
 }

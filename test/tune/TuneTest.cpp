@@ -3,7 +3,7 @@
 // database has nothing for a spec, failed trials, and the search beating
 // random sampling at equal budget. Trials run through a fake runner with a
 // known landscape (FakeRunner.cpp).
-#include "mhagen/halide/HalideBackend.h"
+#include "mhagen/driver/BackendRegistry.h"
 #include "mhagen/spec/SpecParser.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/tune/ScheduleSearch.h"
@@ -41,6 +41,25 @@ AttentionSpec testSpec() {
   return s;
 }
 
+struct ScopedEnv {
+  ScopedEnv(const char *name, const std::string &value) : name_(name) {
+    const char *old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_)
+      old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+  const char *name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 TuneOptions fakeOptions(const std::string &db, int budget) {
   TuneOptions o;
   o.spec = testSpec();
@@ -51,14 +70,15 @@ TuneOptions fakeOptions(const std::string &db, int budget) {
   o.remeasureTop = 2;
   o.remeasureReps = 1;
   o.trialTimeoutSeconds = 20;
-  o.mhagenExe = FAKE_RUNNER;
+  o.runner = std::make_shared<ProcessTrialRunner>(FAKE_RUNNER);
   return o;
 }
 
 } // namespace
 
 TEST(SearchSpace, ConstraintsRuleOutInvalidPoints) {
-  ScheduleSpace space = halideScheduleSpace(testSpec());
+  ScheduleSpace space =
+      kernelBackend(Backend::Halide).scheduleSpace(testSpec());
   EXPECT_TRUE(space.valid(space.defaults)) << space.violation(space.defaults);
   ScheduleParams p = space.defaults;
   p["s_rows"] = 64;
@@ -83,7 +103,8 @@ TEST(SearchSpace, ConstraintsRuleOutInvalidPoints) {
 }
 
 TEST(SearchSpace, ProposalsAreValidAndNeverRepeat) {
-  ScheduleSpace space = halideScheduleSpace(testSpec());
+  ScheduleSpace space =
+      kernelBackend(Backend::Halide).scheduleSpace(testSpec());
   SearchOptions so;
   so.budget = 200;
   ScheduleSearch search(space, so);
@@ -101,7 +122,8 @@ TEST(SearchSpace, ProposalsAreValidAndNeverRepeat) {
 }
 
 TEST(SearchSpace, ShardsPartitionTheSpace) {
-  ScheduleSpace space = halideScheduleSpace(testSpec());
+  ScheduleSpace space =
+      kernelBackend(Backend::Halide).scheduleSpace(testSpec());
   ScheduleParams p = space.defaults;
   int owners = 0;
   for (int i = 0; i < 3; ++i)
@@ -274,9 +296,8 @@ TEST(Tuner, CrashesHangsAndWrongResultsAreFailedTrials) {
   o.remeasureTop = 1;
   // The default point has key_tile = 32 (wrong results: fast, but never
   // allowed to win); stage_kv = 0 crashes, task_order = 1 hangs.
-  o.injectFaults["key_tile=32"] = "wrong";
-  o.injectFaults["stage_kv=0"] = "crash";
-  o.injectFaults["task_order=1"] = "hang";
+  ScopedEnv faults("FAKE_TRIAL_FAULTS",
+                   "key_tile=32:wrong,stage_kv=0:crash,task_order=1:hang");
   TuneSummary s = runTuning(o);
   TuningDb db(o.dbPath);
   std::map<std::string, int> byStatus;
@@ -368,25 +389,6 @@ bool leftoverTrialDir(const std::string &tmp, pid_t pid) {
       return true;
   return false;
 }
-
-struct ScopedEnv {
-  ScopedEnv(const char *name, const std::string &value) : name_(name) {
-    const char *old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_)
-      old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_, old_.c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-  const char *name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 } // namespace
 

@@ -1,5 +1,5 @@
-// mhagen-run-kernel LIB.so KEY [--T --Tkv --B --reps --threads --seed
-//                   --inject-fault] : runs one kernel of a shared library on
+// mhagen-run-kernel LIB.so KEY [--T --Tkv --B --reps --threads --seed]:
+// runs one kernel of a shared library on
 // seeded data, checks it against the reference, times it, prints JSON.
 // It holds no compiler: `mhagen run` uses it for GPU kernels, because an
 // OpenCL driver built on another LLVM (PoCL) must not share a process with
@@ -14,7 +14,7 @@
 int main(int argc, char **argv) {
   CLI::App app{"Run one generated kernel against the reference",
                "mhagen-run-kernel"};
-  std::string lib, key, fault;
+  std::string lib, key;
   int64_t B = 1, T = 512, Tkv = 0;
   int reps = 10, threads = 0;
   uint32_t seed = 1;
@@ -28,7 +28,6 @@ int main(int argc, char **argv) {
   app.add_option("--reps", reps)->capture_default_str();
   app.add_option("--threads", threads);
   app.add_option("--seed", seed)->capture_default_str();
-  app.add_option("--inject-fault", fault);
   CLI11_PARSE(app, argc, argv);
 
   nlohmann::ordered_json js;
@@ -44,7 +43,6 @@ int main(int argc, char **argv) {
     o.reps = reps;
     o.threads = threads;
     o.seed = seed;
-    o.injectFault = fault;
     std::ostringstream text;
     int rc = mhagen::runAndCheck(k, mhagen::specOfKernel(k), o, js, text);
     js["text"] = text.str();

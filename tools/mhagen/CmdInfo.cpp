@@ -4,6 +4,7 @@
 #include "Commands.h"
 
 #include "mhagen/driver/Driver.h"
+#include "mhagen/machine/MachineModel.h"
 #include "mhagen/manifest.hpp"
 #include "mhagen/runtime.h"
 #include "mhagen/spec/SpecParser.h"
@@ -15,6 +16,34 @@
 #include <memory>
 
 namespace mhagen::cli {
+
+// The machine model as JSON (list-targets --format json).
+static nlohmann::ordered_json machineJson(const MachineModel &m) {
+  nlohmann::ordered_json j;
+  j["source"] = m.source;
+  if (!m.cpuName.empty()) {
+    j["cpu"] = m.cpuName;
+    j["vendor"] = m.vendor;
+    j["family"] = m.family;
+    j["model"] = m.model;
+  }
+  if (m.isGpu()) {
+    j["shared_memory_per_block"] = m.sharedMemoryPerBlock;
+    j["max_threads_per_block"] = m.maxThreadsPerBlock;
+    return j;
+  }
+  j["cpu_features"] = m.cpuFeatures;
+  j["vector_bits"] = m.vectorBits;
+  j["f32_lanes"] = m.f32Lanes;
+  j["vector_registers"] = m.vectorRegisters;
+  j["l1d_bytes"] = m.l1dBytes;
+  j["l2_bytes"] = m.l2Bytes;
+  j["l3_bytes"] = m.l3Bytes;
+  j["cores"] = m.cores;
+  j["llvm_cpu"] = m.llvmCpu;
+  j["llvm_features"] = m.llvmFeatures;
+  return j;
+}
 
 static std::string gpuDeviceReason(const std::string &device) {
   if (mhagen_device_available(device.c_str()) == MHAGEN_OK)
@@ -29,7 +58,11 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("--format", *format, "text | json")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
-  cmd->callback([format, &exitCode] {
+  auto verbosePtr = std::make_shared<bool>(false);
+  cmd->add_flag("--machines", *verbosePtr,
+                "also print each target's preset machine model");
+  cmd->callback([format, verbosePtr, &exitCode] {
+    const bool verbose = *verbosePtr;
     struct Row {
       const char *name;
       const char *what;
@@ -43,8 +76,10 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
     };
     nlohmann::ordered_json js = nlohmann::ordered_json::array();
     std::string hostName;
+    Target host;
     try {
-      hostName = resolveTarget(Target{}, DType::F32).str();
+      host = resolveTarget(Target{}, DType::F32);
+      hostName = host.str();
     } catch (const std::exception &e) {
       hostName = std::string("unavailable: ") + e.what();
     }
@@ -66,11 +101,16 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
       row["run_here"] = why.empty();
       if (!why.empty())
         row["why_not"] = why;
+      row["machine"] = machineJson(presetMachine(t.kind));
       js.push_back(row);
-      if (*format == "text")
+      if (*format == "text" && !verbose)
         std::printf("%-12s generate: yes  run here: %-3s  %s%s%s\n", r.name,
                     run.c_str(), r.what, why.empty() ? "" : " -- ",
                     why.c_str());
+      else if (*format == "text")
+        std::printf("%-12s generate: yes  run here: %-3s  %s%s%s\n%s", r.name,
+                    run.c_str(), r.what, why.empty() ? "" : " -- ", why.c_str(),
+                    presetMachine(t.kind).describe().c_str());
     }
     if (*format == "text") {
       std::printf("host resolves to: %s (bf16 specs prefer avx512_bf16)\n"
@@ -78,13 +118,17 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
                   hostName.c_str(), mhagen_cpu_features());
       if (*mhagen_cpu_class_note())
         std::printf("CPU class: %s\n", mhagen_cpu_class_note());
-    } else
-      std::cout << nlohmann::ordered_json{{"host", hostName},
-                                          {"cpu_features",
-                                           mhagen_cpu_features()},
-                                          {"targets", js}}
-                       .dump(2)
-                << "\n";
+      if (host.machine)
+        std::printf("host machine model (what schedules for host read):\n%s",
+                    host.machine->describe().c_str());
+    } else {
+      nlohmann::ordered_json out{{"host", hostName},
+                                 {"cpu_features", mhagen_cpu_features()}};
+      if (host.machine)
+        out["host_machine"] = machineJson(*host.machine);
+      out["targets"] = js;
+      std::cout << out.dump(2) << "\n";
+    }
     exitCode = kExitOk;
   });
 }

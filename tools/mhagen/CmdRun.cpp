@@ -37,7 +37,6 @@ struct RunOpts {
   std::string variant;
   std::string keep;
   std::string schedule;
-  std::string injectFault; // testing: crash | wrong | hang
   std::string autoscheduler;
 };
 
@@ -105,10 +104,6 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
       argv.push_back("--threads");
       argv.push_back(std::to_string(o.threads));
     }
-    if (!o.injectFault.empty()) {
-      argv.push_back("--inject-fault");
-      argv.push_back(o.injectFault);
-    }
     ProcessResult pr = runProcess(argv);
     size_t brace = pr.output.find("{\n");
     if (pr.exitCode >= 128 || brace == std::string::npos)
@@ -143,7 +138,6 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
   ro.reps = o.reps;
   ro.threads = o.threads;
   ro.seed = o.seed;
-  ro.injectFault = o.injectFault;
   return runAndCheck(k, spec, ro, js, text) == 0 ? kExitOk : kExitFailure;
 }
 
@@ -241,10 +235,6 @@ void addRunCommand(CLI::App &app, int &exitCode) {
                    "'; choose Mullapudi2016 or Li2018";
           },
           "Mullapudi2016|Li2018"));
-  cmd->add_option("--inject-fault", o->injectFault,
-                  "testing the tuner: crash | wrong | hang after the run")
-      ->group("")
-      ->check(CLI::IsMember({"crash", "wrong", "hang"}));
   cmd->callback([o, cmd, &exitCode] {
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     int worst = kExitOk;

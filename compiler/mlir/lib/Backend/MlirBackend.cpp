@@ -9,6 +9,7 @@
 
 #include "KernelModule.h"
 #include "mhagen/backend/AbiWrapper.h"
+#include "mhagen/machine/MachineModel.h"
 #include "mhagen/mlir/MhaDialect.h"
 #include "mhagen/mlir/MhaPasses.h"
 #include "mhagen/templates/Templates.h"
@@ -50,39 +51,10 @@ namespace {
 
 // ---- targets ---------------------------------------------------------------
 
-struct MlirTargetInfo {
-  std::string cpu, features;
-  std::vector<std::string> cpuFeatures; ///< manifest names
-  int64_t vectorWidth = 16;
-  int64_t registers = 32; ///< vector registers (register-block budget)
-};
-
-MlirTargetInfo mlirTargetInfo(const AttentionSpec &s) {
-  MlirTargetInfo t;
-  const std::vector<std::string> avx2 = {"sse41", "avx", "avx2", "fma", "f16c"};
-  std::vector<std::string> avx512 = avx2;
-  for (const char *f :
-       {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})
-    avx512.push_back(f);
+// The CPU this backend compiles for: the target's machine model
+// (mhagen/machine/MachineModel.h); GPU targets are refused.
+const MachineModel &mlirMachine(const AttentionSpec &s) {
   switch (s.target.kind) {
-  case TargetKind::Avx2:
-    t.cpu = "haswell";
-    t.cpuFeatures = avx2;
-    t.vectorWidth = 8;
-    t.registers = 16;
-    break;
-  case TargetKind::Avx512:
-    t.cpu = "skylake-avx512";
-    t.features = "-prefer-256-bit"; // keep 512-bit vectors legal
-    t.cpuFeatures = avx512;
-    break;
-  case TargetKind::Avx512Bf16:
-    t.cpu = "cooperlake"; // AVX-512 + BF16 + VNNI, no FP16
-    t.features = "-prefer-256-bit";
-    t.cpuFeatures = avx512;
-    t.cpuFeatures.push_back("avx512_vnni");
-    t.cpuFeatures.push_back("avx512_bf16");
-    break;
   case TargetKind::Host:
     throw BackendError("target", "host must be resolved before the backend "
                                  "runs");
@@ -92,8 +64,9 @@ MlirTargetInfo mlirTargetInfo(const AttentionSpec &s) {
         "target", s.target.str() + ": the mlir backend generates CPU code only "
                                    "(avx2, avx512, avx512_bf16); use --backend "
                                    "halide for GPU targets");
+  default:
+    return machineOf(s.target);
   }
-  return t;
 }
 
 // ---- schedule
@@ -112,26 +85,6 @@ mha::PipelineOptions pipelineOptions(const ScheduleParams &p) {
     o.gemmDepth = p.at("gemm_depth");
   }
   return o;
-}
-
-ScheduleParams resolveParams(const ScheduleSpace &space,
-                             const ScheduleParams &overrides) {
-  ScheduleParams p = space.defaults;
-  for (const auto &[k, v] : overrides) {
-    if (!p.count(k)) {
-      std::string known;
-      for (const auto &d : space.params)
-        known += (known.empty() ? "" : ", ") + d.name;
-      throw BackendError("schedule",
-                         "unknown schedule parameter '" + k +
-                             "' for the mlir backend; known: " + known);
-    }
-    p[k] = v;
-  }
-  std::string why = space.violation ? space.violation(p) : "";
-  if (!why.empty())
-    throw BackendError("schedule", why);
-  return p;
 }
 
 // ---- MLIR ------------------------------------------------------------------
@@ -169,7 +122,7 @@ struct DiagnosticCollector {
 // ---- LLVM
 // --------------------------------------------------------------------
 
-std::unique_ptr<llvm::TargetMachine> targetMachine(const MlirTargetInfo &t) {
+std::unique_ptr<llvm::TargetMachine> targetMachine(const MachineModel &t) {
   static std::once_flag once;
   std::call_once(once, [] {
     LLVMInitializeX86TargetInfo();
@@ -185,10 +138,11 @@ std::unique_ptr<llvm::TargetMachine> targetMachine(const MlirTargetInfo &t) {
     throw BackendError("", "LLVM 19 has no x86-64 target: " + error);
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, t.cpu, t.features, options, llvm::Reloc::PIC_, std::nullopt,
-      llvm::CodeGenOptLevel::Aggressive));
+      triple, t.llvmCpu, t.llvmFeatures, options, llvm::Reloc::PIC_,
+      std::nullopt, llvm::CodeGenOptLevel::Aggressive));
   if (!tm)
-    throw BackendError("", "cannot create an LLVM target machine for " + t.cpu);
+    throw BackendError("",
+                       "cannot create an LLVM target machine for " + t.llvmCpu);
   return tm;
 }
 
@@ -219,16 +173,22 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
 }
 
 void checkSpec(const AttentionSpec &s) {
-  (void)mlirTargetInfo(s); // throws for GPU and unresolved targets
+  (void)mlirMachine(s); // throws for GPU and unresolved targets
 }
 
-} // namespace
+// mlir (the input and every stage), mlir.<stage>, llvm, asm.
+std::vector<std::string> mlirEmitKinds() {
+  std::vector<std::string> kinds = {"mlir", "llvm", "asm"};
+  for (const mha::PipelineStage &stage : mha::mhaPipelineStages({}))
+    kinds.push_back("mlir." + stage.name);
+  return kinds;
+}
 
 ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
-  const MlirTargetInfo t = mlirTargetInfo(s);
+  const MachineModel &t = mlirMachine(s);
   ScheduleSpace space;
-  auto widths = t.vectorWidth == 16 ? std::vector<int64_t>{8, 16}
-                                    : std::vector<int64_t>{8};
+  auto widths =
+      t.f32Lanes == 16 ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{8};
   space.params = {
       {"query_tile", {8, 16, 32, 64}, "query rows per flash tile"},
       {"key_tile", {16, 32, 64, 128}, "keys per flash tile"},
@@ -239,7 +199,7 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
   // Defaults measured on this machine (bench/RESULTS.md).
   space.defaults = {{"query_tile", 64},
                     {"key_tile", 32},
-                    {"vector_width", t.vectorWidth},
+                    {"vector_width", t.f32Lanes},
                     {"rows", 4},
                     {"cols", 2}};
   if (s.op == Op::Layer) {
@@ -253,8 +213,8 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
     space.defaults["gemm_cols"] = 256;
     space.defaults["gemm_depth"] = 256;
   }
-  const int64_t registers = t.registers;
-  const int64_t maxWidth = t.vectorWidth;
+  const int64_t registers = t.vectorRegisters;
+  const int64_t maxWidth = t.f32Lanes;
   const std::vector<ParamDecl> decls = space.params;
   space.violation = [registers, maxWidth, decls](const ScheduleParams &p) {
     if (std::string why = declaredViolation(decls, p); !why.empty())
@@ -280,34 +240,35 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
   return space;
 }
 
-std::string mlirInputModule(const AttentionSpec &s) {
-  return mlirbackend::kernelModuleText(s, s.kernelName() + "_mlir_kernel");
-}
-
 BackendResult compileWithMlir(const AttentionSpec &s,
                               const BackendOptions &opt) {
   checkSpec(s);
-  const MlirTargetInfo t = mlirTargetInfo(s);
+  const MachineModel &t = mlirMachine(s);
   BackendResult r;
-  r.schedule = resolveParams(mlirScheduleSpace(s), opt.schedule);
+  r.schedule =
+      resolveSchedule(mlirScheduleSpace(s), opt.schedule, "the mlir backend");
   r.cpuFeatures = t.cpuFeatures;
   r.device = "cpu";
   const std::string fn = opt.symbol + "_mlir_kernel";
   const bool dumpStages = opt.emit.count("mlir") > 0;
-  for (const std::string &e : opt.emit) {
-    bool ok = e == "mlir" || e == "llvm" || e == "asm";
-    std::string stages;
-    for (const mha::PipelineStage &stage : mha::mhaPipelineStages({})) {
-      ok |= e == "mlir." + stage.name;
-      stages += (stages.empty() ? "" : ", ") + stage.name;
-    }
-    if (!ok)
-      throw BackendError("emit", e +
-                                     " is not produced by the mlir backend; "
-                                     "it emits mlir (every stage), "
-                                     "mlir.<stage> (" +
-                                     stages + "), llvm and asm");
-  }
+  if (!opt.autoscheduler.empty())
+    throw BackendError("autoscheduler", "Halide's autoschedulers schedule "
+                                        "--backend halide kernels only");
+  const std::vector<std::string> kinds = mlirEmitKinds();
+  checkEmitKinds(
+      opt.emit,
+      [&](const std::string &e) {
+        return std::find(kinds.begin(), kinds.end(), e) != kinds.end();
+      },
+      [](const std::string &e) {
+        std::string stages;
+        for (const mha::PipelineStage &stage : mha::mhaPipelineStages({}))
+          stages += (stages.empty() ? "" : ", ") + stage.name;
+        return e +
+               " is not produced by the mlir backend; it emits mlir (every "
+               "stage), mlir.<stage> (" +
+               stages + "), llvm and asm";
+      });
 
   mlir::DialectRegistry registry;
   registerEverything(registry);
@@ -339,7 +300,7 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   // Masked 16-bit loads exist with AVX-512BW; for bf16 elements LLVM also
   // needs the BF16 extension, or it scalarizes them (minutes per kernel).
   pipeline.masked16 =
-      t.vectorWidth == 16 &&
+      t.f32Lanes == 16 &&
       (s.dtype != DType::BF16 || s.target.kind == TargetKind::Avx512Bf16);
   for (const mha::PipelineStage &stage : mha::mhaPipelineStages(pipeline)) {
     mlir::PassManager pm(&ctx);
@@ -385,6 +346,35 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   r.object = emit(*tm, *llvmModule, llvm::CodeGenFileType::ObjectFile);
   r.wrapperSource = wrapperSource(s, opt.symbol, fn);
   return r;
+}
+
+class MlirKernelBackend final : public KernelBackend {
+public:
+  Backend id() const override { return Backend::Mlir; }
+  std::string unsupportedReason(const AttentionSpec &s) const override {
+    try {
+      checkSpec(s);
+    } catch (const BackendError &e) {
+      return e.what();
+    }
+    return "";
+  }
+  ScheduleSpace scheduleSpace(const AttentionSpec &s) const override {
+    return mlirScheduleSpace(s);
+  }
+  std::vector<std::string> emitKinds(const AttentionSpec &) const override {
+    return mlirEmitKinds();
+  }
+  BackendResult compile(const AttentionSpec &s,
+                        const BackendOptions &o) const override {
+    return compileWithMlir(s, o);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<KernelBackend> makeMlirBackend() {
+  return std::make_unique<MlirKernelBackend>();
 }
 
 } // namespace mhagen

@@ -52,8 +52,6 @@ public:
   double referenceFlops() const;
   const std::vector<int32_t> &kvLens() const { return lens_; }
   void clearOutput();
-  /// Testing the tuner's wrong-result path: perturbs the output.
-  void corruptOutputForTesting();
 
 private:
   struct Tensor {

@@ -20,7 +20,6 @@ struct RunCheckOptions {
   int reps = 10;
   int threads = 0; ///< 0: leave the runtime's setting
   uint32_t seed = 1;
-  std::string injectFault; ///< testing the tuner: crash | wrong | hang
 };
 
 /// Runs kernel `k` of spec `spec`; fills `js` (median_ms, gflops_nominal,

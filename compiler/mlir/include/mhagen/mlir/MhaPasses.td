@@ -87,8 +87,17 @@ def MhaParallelize : Pass<"mha-parallelize", "mlir::ModuleOp"> {
 
 def MhaLowerVectors : Pass<"mha-lower-vectors", "mlir::ModuleOp"> {
   let summary = "Lower contractions to FMAs (outer products) and transfers";
+  let description = [{
+    The input is the bufferized, parallelized module: vector.contract
+    register blocks become outer-product FMAs, multi-reductions inner
+    reductions, masked transfers transfers with a mask operand, and strided
+    memref.copy ops plain loops (through linalg.copy; no memrefCopy call
+    into MLIR's runner library).
+  }];
   let dependentDialects = ["mlir::vector::VectorDialect",
-                           "mlir::scf::SCFDialect"];
+                           "mlir::scf::SCFDialect",
+                           "mlir::linalg::LinalgDialect",
+                           "mlir::memref::MemRefDialect"];
 }
 
 def MhaPolynomialExp : Pass<"mha-polynomial-exp", "mlir::ModuleOp"> {

@@ -5,10 +5,13 @@
 #define MHAGEN_SPEC_ATTENTIONSPEC_H
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
 namespace mhagen {
+
+struct MachineModel;
 
 enum class Op { Sdpa, Layer };
 enum class DType { F32, BF16, F16 };
@@ -22,6 +25,10 @@ struct Target {
   TargetKind kind = TargetKind::Host;
   /// CUDA compute capability (e.g. 86 for sm_86); only for kind == Cuda.
   int cudaCapability = 0;
+  /// The machine model when the target was resolved from `host` (the
+  /// host's caches and cores); null: the named target's preset
+  /// (mhagen/machine/MachineModel.h). Not part of the spec's identity.
+  std::shared_ptr<const MachineModel> machine;
 
   bool isCpu() const {
     return kind != TargetKind::Cuda && kind != TargetKind::OpenCL;

@@ -1,6 +1,7 @@
 // `mhagen tune`: searches a spec's schedule space by measuring candidates
-// for real. Each candidate runs in a child process (`mhagen run` with the
-// candidate's schedule): it is generated, checked against the reference
+// for real. Each candidate is one trial (mhagen/eval/Trial.h), run by a
+// TrialRunner -- by default in a child process (tools/mhagen-trial): it is
+// generated, checked against the reference
 // first -- a wrong-but-fast schedule can never win -- and then timed
 // (warm-up, several repetitions, median). A crash, a hang (time limit) or
 // running out of memory (address-space limit) in a child is recorded as a
@@ -13,9 +14,11 @@
 
 #include "mhagen/spec/AttentionSpec.h"
 #include "mhagen/tune/ScheduleSearch.h"
+#include "mhagen/tune/TrialRunner.h"
 #include "mhagen/tune/TuningDb.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -33,10 +36,9 @@ struct TuneOptions {
   int remeasureTop = 3, remeasureReps = 15;
   double trialTimeoutSeconds = 300;
   size_t trialMemoryLimitBytes = size_t(16) << 30;
-  std::string mhagenExe; ///< runs the trials: `<mhagenExe> run ...`
-  /// Testing hook: "key_tile=64" -> "crash" | "wrong" | "hang" makes the
-  /// trials of matching points fail that way.
-  std::map<std::string, std::string> injectFaults;
+  /// Runs the trials; null: a ProcessTrialRunner on
+  /// defaultTrialExecutable().
+  std::shared_ptr<TrialRunner> runner;
   std::ostream *progress = nullptr;
 };
 

@@ -1,4 +1,7 @@
-//===- Passes.cpp - tiling/vectorization, parallelization, lowering -------===//
+//===- TileAndVectorize.cpp ----------------------------------------------===//
+//
+// mha-tile-and-vectorize: register tiles of the per-tile linalg ops, and
+// vectors (on tensors).
 #include "mhagen/mlir/MhaDialect.h"
 #include "mhagen/mlir/MhaPasses.h"
 
@@ -29,9 +32,6 @@
 
 namespace mhagen::mha {
 #define GEN_PASS_DEF_MHATILEANDVECTORIZE
-#define GEN_PASS_DEF_MHAPARALLELIZE
-#define GEN_PASS_DEF_MHALOWERVECTORS
-#define GEN_PASS_DEF_MHAPOLYNOMIALEXP
 #include "mhagen/mlir/MhaPasses.h.inc"
 } // namespace mhagen::mha
 
@@ -39,8 +39,6 @@ using namespace mlir;
 using namespace mhagen::mha;
 
 namespace {
-
-// ---- tiling and vectorization ----------------------------------------------
 
 constexpr llvm::StringLiteral kVectorSizes = "mha.vector_sizes";
 // Marks the zero-padded copies of GEMM slices: they stay copy loops (LLVM
@@ -308,209 +306,4 @@ struct MhaTileAndVectorizePass
   }
 };
 
-// ---- parallelization
-// ---------------------------------------------------------
-
-// scf.forall over (batch, head, query tile) -> scf.parallel -> an OpenMP
-// parallel loop. OpenMP rather than mhagen's own pool because MLIR lowers
-// it upstream (omp dialect -> __kmpc_* calls, outlining done by LLVM's
-// OpenMPIRBuilder) and libomp is a Debian package. Each parallel region
-// asks the runtime for its thread count (mhagen_get_num_threads), so
-// mhagen_set_num_threads governs MLIR and Halide kernels alike.
-struct MhaParallelizePass
-    : public mhagen::mha::impl::MhaParallelizeBase<MhaParallelizePass> {
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    OpPassManager pm(ModuleOp::getOperationName());
-    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
-    pm.addPass(createConvertSCFToOpenMPPass());
-    if (failed(runPipeline(pm, module)))
-      return signalPassFailure();
-    SmallVector<omp::ParallelOp> regions;
-    module.walk([&](omp::ParallelOp p) { regions.push_back(p); });
-    if (regions.empty())
-      return;
-    OpBuilder b(module.getBodyRegion());
-    auto i32 = b.getI32Type();
-    const char *name = "mhagen_get_num_threads";
-    auto decl = module.lookupSymbol<func::FuncOp>(name);
-    if (!decl) {
-      b.setInsertionPointToStart(module.getBody());
-      decl = b.create<func::FuncOp>(module.getLoc(), name,
-                                    b.getFunctionType({}, {i32}));
-      decl.setPrivate();
-    }
-    for (omp::ParallelOp p : regions) {
-      b.setInsertionPoint(p);
-      Value n = b.create<func::CallOp>(p.getLoc(), decl).getResult(0);
-      p.getNumThreadsVarMutable().assign(n);
-    }
-  }
-};
-
-// ---- vector lowering
-// ---------------------------------------------------------
-
-struct MhaLowerVectorsPass
-    : public mhagen::mha::impl::MhaLowerVectorsBase<MhaLowerVectorsPass> {
-  void runOnOperation() override {
-    MLIRContext *ctx = &getContext();
-    // Strided copies (a partial output tile into the caller's tensor)
-    // become plain loops; memref.copy would otherwise call memrefCopy from
-    // MLIR's C runner library, which kernels must not depend on.
-    {
-      IRRewriter rewriter(ctx);
-      SmallVector<memref::CopyOp> copies;
-      getOperation().walk([&](memref::CopyOp c) { copies.push_back(c); });
-      for (memref::CopyOp c : copies) {
-        rewriter.setInsertionPoint(c);
-        auto copy = rewriter.create<linalg::CopyOp>(c.getLoc(), c.getSource(),
-                                                    c.getTarget());
-        rewriter.eraseOp(c);
-        rewriter.setInsertionPoint(copy);
-        if (failed(linalg::linalgOpToLoops(rewriter, copy)))
-          return signalPassFailure();
-        rewriter.eraseOp(copy);
-      }
-    }
-    RewritePatternSet patterns(ctx);
-    // Masked transfers (from padded partial tiles) become transfers with a
-    // mask operand before anything unrolls them.
-    vector::populateVectorMaskLoweringPatternsForSideEffectingOps(patterns);
-    vector::VectorTransformsOptions opts;
-    opts.setVectorTransformsOptions(
-        vector::VectorContractLowering::OuterProduct);
-    opts.setVectorTransposeLowering(
-        vector::VectorTransposeLowering::Shuffle16x16);
-    vector::populateVectorContractLoweringPatterns(patterns, opts);
-    vector::populateVectorTransposeLoweringPatterns(patterns, opts);
-    vector::populateVectorMultiReductionLoweringPatterns(
-        patterns, vector::VectorMultiReductionLowering::InnerReduction);
-    vector::populateVectorTransferPermutationMapLoweringPatterns(patterns);
-    vector::populateVectorBroadcastLoweringPatterns(patterns);
-    vector::populateVectorShapeCastLoweringPatterns(patterns);
-    vector::populateVectorMaskOpLoweringPatterns(patterns);
-    (void)applyPatternsAndFoldGreedily(getOperation(), std::move(patterns));
-  }
-};
-
-// ---- polynomial exp
-// ------------------------------------------------------------
-
-struct MhaPolynomialExpPass
-    : public mhagen::mha::impl::MhaPolynomialExpBase<MhaPolynomialExpPass> {
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    MathPolynomialApproximationOptions opts;
-    opts.enableAvx2 = false;
-    populateMathPolynomialApproximationPatterns(patterns, opts);
-    if (failed(
-            applyPatternsAndFoldGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
-  }
-};
-
 } // namespace
-
-namespace mhagen::mha {
-
-std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
-  std::vector<PipelineStage> stages;
-  // 1. mha -> linalg on tensors (flash form).
-  stages.push_back({"linalg", [o](OpPassManager &pm) {
-                      MhaLowerToLinalgOptions lower;
-                      lower.queryTile = o.queryTile;
-                      lower.keyTile = o.keyTile;
-                      pm.addPass(createMhaLowerToLinalg(lower));
-                      pm.addPass(createCanonicalizerPass());
-                      pm.addPass(createCSEPass());
-                    }});
-  // 2. Register tiles and vectors (still on tensors).
-  stages.push_back({"vector", [o](OpPassManager &pm) {
-                      MhaTileAndVectorizeOptions tv;
-                      tv.vectorWidth = o.vectorWidth;
-                      tv.rows = o.rows;
-                      tv.cols = o.cols;
-                      tv.gemmRows = o.gemmRows;
-                      tv.gemmCols = o.gemmCols;
-                      tv.gemmDepth = o.gemmDepth;
-                      tv.masked16 = o.masked16;
-                      pm.addPass(createMhaTileAndVectorize(tv));
-                      pm.addPass(createCanonicalizerPass());
-                      pm.addPass(createCSEPass());
-                    }});
-  // 3. Buffers: one-shot bufferization (the function takes memrefs, so no
-  //    function-boundary rewriting), small constant-size buffers on the
-  //    stack, the rest freed by ownership-based deallocation.
-  stages.push_back(
-      {"buffers", [](OpPassManager &pm) {
-         bufferization::OneShotBufferizationOptions bo;
-         // Functions on tensors (hand-written tests) get
-         // identity-layout memref arguments.
-         bo.bufferizeFunctionBoundaries = true;
-         bo.setFunctionBoundaryTypeConversion(
-             bufferization::LayoutMapOption::IdentityLayoutMap);
-         pm.addPass(bufferization::createOneShotBufferizePass(bo));
-         pm.addPass(createCanonicalizerPass());
-         pm.addNestedPass<func::FuncOp>(
-             bufferization::createPromoteBuffersToStackPass(1 << 16, 4));
-         // Stack buffers out of the key-tile loop: scratch must not grow
-         // with T_kv.
-         pm.addNestedPass<func::FuncOp>(createMhaHoistStackBuffers());
-         bufferization::BufferDeallocationPipelineOptions dopts;
-         bufferization::buildBufferDeallocationPipeline(pm, dopts);
-         pm.addPass(createCanonicalizerPass());
-       }});
-  // 4. Threads.
-  stages.push_back({"omp", [o](OpPassManager &pm) {
-                      if (o.parallel)
-                        pm.addPass(createMhaParallelize());
-                    }});
-  // 5. Vectors to FMAs, polynomial exp, everything to the LLVM dialect.
-  stages.push_back({"llvm", [](OpPassManager &pm) {
-                      pm.addPass(createMhaLowerVectors());
-                      // What is left of linalg (the padded GEMM copies).
-                      pm.addPass(createConvertLinalgToLoopsPass());
-                      pm.addPass(createConvertVectorToSCFPass(
-                          VectorTransferToSCFOptions().enableFullUnroll(true)));
-                      pm.addPass(createLowerAffinePass());
-                      pm.addPass(memref::createExpandStridedMetadataPass());
-                      pm.addPass(createLowerAffinePass());
-                      pm.addPass(createMhaPolynomialExp());
-                      arith::ArithExpandOpsPassOptions expand;
-                      expand.includeBf16 = true; // bf16 <-> f32 by integer ops
-                      pm.addPass(arith::createArithExpandOpsPass(expand));
-                      ConvertVectorToLLVMPassOptions vo;
-                      vo.reassociateFPReductions = true;
-                      pm.addPass(createConvertVectorToLLVMPass(vo));
-                      // memref before scf->cf: the OpenMP region's
-                      // memref.alloca_scope (stack buffers freed per parallel
-                      // iteration) must still hold a single block when it is
-                      // lowered to stacksave/stackrestore.
-                      pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-                      pm.addPass(createConvertSCFToCFPass());
-                      pm.addPass(createConvertMathToLLVMPass());
-                      pm.addPass(createArithToLLVMConversionPass());
-                      pm.addPass(createConvertIndexToLLVMPass());
-                      pm.addPass(createConvertOpenMPToLLVMPass());
-                      pm.addPass(createConvertControlFlowToLLVMPass());
-                      pm.addPass(createConvertFuncToLLVMPass());
-                      pm.addPass(createReconcileUnrealizedCastsPass());
-                      pm.addPass(createCanonicalizerPass());
-                    }});
-  return stages;
-}
-
-void buildMhaToLLVMPipeline(OpPassManager &pm, const PipelineOptions &o) {
-  for (const PipelineStage &stage : mhaPipelineStages(o))
-    stage.build(pm);
-}
-
-void registerMhaPassesAndPipeline() {
-  registerMhaPasses();
-  PassPipelineRegistration<>(
-      "mha-to-llvm", "mha dialect to the LLVM dialect with default options",
-      [](OpPassManager &pm) { buildMhaToLLVMPipeline(pm, PipelineOptions{}); });
-}
-
-} // namespace mhagen::mha

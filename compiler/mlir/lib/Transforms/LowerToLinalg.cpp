@@ -14,9 +14,15 @@
 //       (acc is rescaled in place and P V accumulated into it)
 //     out tile = l > 0 ? acc / l : 0
 //
-// All values stay finite ("lowest" is -1e30), so fast-math lowering is safe.
+// All values stay finite ("lowest" is kLowestScore, -1e30), so fast-math
+// lowering is safe. The softmax steps are the named helpers of
+// OnlineSoftmax.h; this pattern tiles, bounds the key loop by the mask and
+// stores the tiles.
+#include "OnlineSoftmax.h"
+
 #include "mhagen/mlir/MhaDialect.h"
 #include "mhagen/mlir/MhaPasses.h"
+#include "mhagen/spec/SoftmaxNumerics.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -35,10 +41,9 @@ namespace mhagen::mha {
 
 using namespace mlir;
 using namespace mhagen::mha;
+using mhagen::kLowestScore;
 
 namespace {
-
-constexpr float kLowest = -1e30f;
 
 // Small helpers for index arithmetic.
 struct IndexMath {
@@ -162,9 +167,10 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
           .getResult(0);
     };
     auto filled = [&](ArrayRef<int64_t> shape, float value) -> Value {
-      Value empty = rw.create<tensor::EmptyOp>(loc, shape, f32);
-      Value cst = rw.create<arith::ConstantOp>(loc, rw.getF32FloatAttr(value));
-      return rw.create<linalg::FillOp>(loc, cst, empty).getResult(0);
+      return filledTensor(rw, loc, shape, value);
+    };
+    auto zeros = [&](ArrayRef<int64_t> shape) -> Value {
+      return identityTensor(rw, loc, shape, arith::AtomicRMWKind::addf);
     };
 
     // The query tile, scaled once.
@@ -187,13 +193,9 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     }
     hi = im.max(hi, lo);
 
-    Value acc0 = filled({QT, dv}, 0.0f);
-    Value m0 = filled({QT}, kLowest);
-    Value l0 = filled({QT}, 0.0f);
-    AffineMap id2 = rw.getMultiDimIdentityMap(2);
-    AffineMap row2 =
-        AffineMap::get(2, 0, {rw.getAffineDimExpr(0)}, rw.getContext());
-    AffineMap id1 = rw.getMultiDimIdentityMap(1);
+    Value acc0 = zeros({QT, dv});
+    Value m0 = filled({QT}, kLowestScore);
+    Value l0 = zeros({QT});
 
     auto loop = rw.create<scf::ForOp>(
         loc, lo, hi, im.c(1), ValueRange{acc0, m0, l0},
@@ -232,115 +234,28 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
                                   gl, arith::CmpIPredicate::slt, key, kvLen));
             return vis;
           };
-          Value lowest =
-              rw.create<arith::ConstantOp>(l, rw.getF32FloatAttr(kLowest));
-          Value zerof =
-              rw.create<arith::ConstantOp>(l, rw.getF32FloatAttr(0.0f));
-
           // S = Q K^T, then the mask.
-          Value s =
-              rw.create<linalg::MatmulOp>(
-                    l, TypeRange{RankedTensorType::get({QT, KT}, f32)},
-                    ValueRange{qTile, kT}, ValueRange{filled({QT, KT}, 0.0f)})
-                  .getResult(0);
-          Value sm = rw.create<linalg::GenericOp>(
-                           l, s.getType(), ValueRange{}, ValueRange{s},
-                           ArrayRef<AffineMap>{id2}, iters(2),
-                           [&](OpBuilder &g, Location gl, ValueRange args) {
-                             Value r = g.create<arith::SelectOp>(
-                                 gl, visible(g, gl), args[0], lowest);
-                             g.create<linalg::YieldOp>(gl, r);
-                           })
-                         .getResult(0);
-          // m' = max(m, rowmax S)
+          Value s = rw.create<linalg::MatmulOp>(
+                          l, TypeRange{RankedTensorType::get({QT, KT}, f32)},
+                          ValueRange{qTile, kT}, ValueRange{zeros({QT, KT})})
+                        .getResult(0);
+          Value sm = maskScores(rw, l, s, visible);
+          // The online softmax step (OnlineSoftmax.h).
           Value tm =
-              rw.create<linalg::GenericOp>(
-                    l, m.getType(), ValueRange{sm},
-                    ValueRange{filled({QT}, kLowest)},
-                    ArrayRef<AffineMap>{id2, row2}, iters(1, 1),
-                    [&](OpBuilder &g, Location gl, ValueRange args) {
-                      g.create<linalg::YieldOp>(
-                          gl, g.create<arith::MaximumFOp>(gl, args[0], args[1])
-                                  .getResult());
-                    })
-                  .getResult(0);
-          // a = exp(m - max(m, tm)), computed before m is updated in place.
-          Value alpha =
-              rw.create<linalg::GenericOp>(
-                    l, m.getType(), ValueRange{m, tm},
-                    ValueRange{filled({QT}, 0.0f)},
-                    ArrayRef<AffineMap>{id1, id1, id1}, iters(1),
-                    [&](OpBuilder &g, Location gl, ValueRange args) {
-                      Value mx =
-                          g.create<arith::MaximumFOp>(gl, args[0], args[1]);
-                      g.create<linalg::YieldOp>(
-                          gl, g.create<math::ExpOp>(
-                                   gl, g.create<arith::SubFOp>(gl, args[0], mx))
-                                  .getResult());
-                    })
-                  .getResult(0);
-          // m' = max(m, tm), written into the carried tensor: the loop then
-          // yields the value it was given, so bufferization keeps one
-          // running-max buffer (and hoisting turns it into registers).
-          Value mNew =
-              rw.create<linalg::GenericOp>(
-                    l, m.getType(), ValueRange{tm}, ValueRange{m},
-                    ArrayRef<AffineMap>{id1, id1}, iters(1),
-                    [&](OpBuilder &g, Location gl, ValueRange args) {
-                      g.create<linalg::YieldOp>(
-                          gl, g.create<arith::MaximumFOp>(gl, args[0], args[1])
-                                  .getResult());
-                    })
-                  .getResult(0);
-          // P = exp(S - m'), 0 where hidden.
-          Value p =
-              rw.create<linalg::GenericOp>(
-                    l, sm.getType(), ValueRange{mNew}, ValueRange{sm},
-                    ArrayRef<AffineMap>{row2, id2}, iters(2),
-                    [&](OpBuilder &g, Location gl, ValueRange args) {
-                      Value e = g.create<math::ExpOp>(
-                          gl, g.create<arith::SubFOp>(gl, args[1], args[0]));
-                      g.create<linalg::YieldOp>(
-                          gl, g.create<arith::SelectOp>(gl, visible(g, gl), e,
-                                                        zerof)
-                                  .getResult());
-                    })
-                  .getResult(0);
-          // l' = l a + rowsum P
-          Value rowSum =
-              rw.create<linalg::GenericOp>(
-                    l, m.getType(), ValueRange{p},
-                    ValueRange{filled({QT}, 0.0f)},
-                    ArrayRef<AffineMap>{id2, row2}, iters(1, 1),
-                    [&](OpBuilder &g, Location gl, ValueRange args) {
-                      g.create<linalg::YieldOp>(
-                          gl, g.create<arith::AddFOp>(gl, args[0], args[1])
-                                  .getResult());
-                    })
-                  .getResult(0);
-          Value lNew =
-              rw.create<linalg::GenericOp>(
-                    l, m.getType(), ValueRange{alpha, rowSum}, ValueRange{lsum},
-                    ArrayRef<AffineMap>{id1, id1, id1}, iters(1),
-                    [&](OpBuilder &g, Location gl, ValueRange args) {
-                      Value r = g.create<arith::AddFOp>(
-                          gl, g.create<arith::MulFOp>(gl, args[2], args[0]),
-                          args[1]);
-                      g.create<linalg::YieldOp>(gl, r);
-                    })
-                  .getResult(0);
+              computeRowwiseReduction(rw, l, sm, filled({QT}, kLowestScore),
+                                      arith::AtomicRMWKind::maximumf);
+          // alpha before m is updated in place; m' written into the carried
+          // tensor, so the loop yields the value it was given and
+          // bufferization keeps one running-max buffer.
+          Value alpha = computeRescale(rw, l, m, tm);
+          Value mNew = updateRunningMax(rw, l, tm, m);
+          Value p = computeProbabilities(rw, l, mNew, sm, visible);
+          Value rowSum = computeRowwiseReduction(rw, l, p, zeros({QT}),
+                                                 arith::AtomicRMWKind::addf);
+          Value lNew = updateRunningSum(rw, l, alpha, rowSum, lsum);
           // acc' = acc a + P V: rescale in place, then accumulate the
           // matmul into it (no separate P V buffer).
-          Value accScaled =
-              rw.create<linalg::GenericOp>(
-                    l, acc.getType(), ValueRange{alpha}, ValueRange{acc},
-                    ArrayRef<AffineMap>{row2, id2}, iters(2),
-                    [&](OpBuilder &g, Location gl, ValueRange args) {
-                      g.create<linalg::YieldOp>(
-                          gl, g.create<arith::MulFOp>(gl, args[1], args[0])
-                                  .getResult());
-                    })
-                  .getResult(0);
+          Value accScaled = scaleAccumulator(rw, l, alpha, acc);
           Value accNew = rw.create<linalg::MatmulOp>(
                                l, TypeRange{acc.getType()},
                                ValueRange{p, vTile}, ValueRange{accScaled})
@@ -353,25 +268,7 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     Value accF = loop.getResult(0), lF = loop.getResult(2);
     Value outTile =
         rw.create<tensor::EmptyOp>(loc, ArrayRef<int64_t>{QT, dv}, et);
-    Value normalized =
-        rw.create<linalg::GenericOp>(
-              loc, outTile.getType(), ValueRange{accF, lF}, ValueRange{outTile},
-              ArrayRef<AffineMap>{id2, row2, id2}, iters(2),
-              [&](OpBuilder &g, Location gl, ValueRange args) {
-                Value zero =
-                    g.create<arith::ConstantOp>(gl, g.getF32FloatAttr(0.0f));
-                Value pos = g.create<arith::CmpFOp>(
-                    gl, arith::CmpFPredicate::OGT, args[1], zero);
-                Value safe = g.create<arith::MaximumFOp>(
-                    gl, args[1],
-                    g.create<arith::ConstantOp>(gl, g.getF32FloatAttr(1e-30f)));
-                Value r = g.create<arith::SelectOp>(
-                    gl, pos, g.create<arith::DivFOp>(gl, args[0], safe), zero);
-                if (!args[2].getType().isF32())
-                  r = g.create<arith::TruncFOp>(gl, args[2].getType(), r);
-                g.create<linalg::YieldOp>(gl, r);
-              })
-            .getResult(0);
+    Value normalized = normalizeRows(rw, loc, accF, lF, outTile);
     auto rowsType = RankedTensorType::get({ShapedType::kDynamic, dv}, et);
     Value valid = rw.create<tensor::ExtractSliceOp>(
         loc, rowsType, normalized,

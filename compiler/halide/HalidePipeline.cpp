@@ -1,0 +1,265 @@
+// The Halide algorithm of one spec (HalidePipeline.h): the algorithm in
+// plain math first (AttentionAlgorithm.cpp holds the attention core), the
+// parameters from the ABI model, then the schedules by name.
+#include "HalidePipeline.h"
+
+#include "CpuSchedule.h"
+#include "GpuSchedule.h"
+
+#include "mhagen/abi_model.hpp"
+#include "mhagen/backend/AbiWrapper.h"
+#include "mhagen/spec/BackendResult.h"
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace mhagen::hl {
+
+using namespace Halide;
+
+bool bf16AsBits(const AttentionSpec &s) {
+  return s.dtype == DType::BF16 && s.target.isGpu();
+}
+
+namespace {
+
+Type elementType(const AttentionSpec &s) {
+  switch (s.dtype) {
+  case DType::F32:
+    return Float(32);
+  case DType::BF16:
+    return bf16AsBits(s) ? UInt(16) : BFloat(16);
+  case DType::F16:
+    return Float(16);
+  }
+  return Float(32);
+}
+
+// Storage value -> f32, and f32 -> storage value (round to nearest even).
+Expr toF32(const AttentionSpec &s, Expr e) {
+  if (bf16AsBits(s))
+    return reinterpret(Float(32), cast(UInt(32), e) << 16);
+  return cast<float>(e);
+}
+Expr fromF32(const AttentionSpec &s, const Type &T, Expr f) {
+  if (bf16AsBits(s)) {
+    Expr u = reinterpret(UInt(32), f);
+    return cast(UInt(16), (u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  }
+  return cast(T, f);
+}
+
+// The kernel's parameters, made from the ABI model: one ImageParam per
+// input tensor (Halide lists dimensions innermost first). Sizes the spec
+// fixes are extents (and dense strides inside a token); the call's sizes
+// start at 0, and the spec's fixed B/T bind the data inputs (the runtime
+// checks the call against the manifest before the kernel runs).
+struct AbiParams {
+  std::map<std::string, ImageParam> byName;
+  std::vector<ImageParam> inOrder;
+};
+
+void constrainDims(OutputImageParam p, const abi::TensorModel &t,
+                   const AttentionSpec &s, bool bindCallSizes) {
+  const abi::AbiShape shape = backend::abiShapeOf(s);
+  const int rank = static_cast<int>(t.dims.size());
+  for (int i = 0; i < rank; ++i) {
+    Internal::Dimension dim = p.dim(rank - 1 - i);
+    const abi::Dim &d = t.dims[i];
+    dim.set_min(0);
+    if (d.factors.size() == 1 && abi::isCallSize(d.factors[0])) {
+      std::optional<int64_t> fixed;
+      if (d.factors[0] == abi::Size::Batch)
+        fixed = s.B;
+      else if (d.factors[0] == abi::Size::TokensQ || s.op == Op::Layer)
+        fixed = s.T;
+      else
+        fixed = s.T_kv;
+      if (bindCallSizes && fixed)
+        dim.set_extent(static_cast<int>(*fixed));
+      continue;
+    }
+    dim.set_extent(static_cast<int>(abi::staticExtent(d, shape)));
+    dim.set_stride(static_cast<int>(abi::denseInnerElements(t, shape, i + 1)));
+  }
+}
+
+AbiParams abiParams(const AttentionSpec &s, const Type &dataType) {
+  AbiParams out;
+  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s))) {
+    if (t->output)
+      continue;
+    const bool data = t->elem == abi::Elem::Data;
+    ImageParam p(data ? dataType : Int(32), static_cast<int>(t->dims.size()),
+                 t->name);
+    constrainDims(p, *t, s, /*bindCallSizes=*/data);
+    out.byName.emplace(t->name, p);
+    out.inOrder.push_back(p);
+  }
+  return out;
+}
+
+const abi::TensorModel &outputModel(const AttentionSpec &s) {
+  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s)))
+    if (t->output)
+      return *t;
+  throw BackendError("", "the ABI model has no output for this op");
+}
+
+} // namespace
+
+// The algorithm for the spec: inputs, projections (layer), attention core.
+BuiltPipeline buildPipeline(const AttentionSpec &s,
+                            const hl::AttentionTiles &tiles) {
+  BuiltPipeline bp;
+  AttentionVars &v = bp.v;
+  const Type T = elementType(s);
+  const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v, d = s.d;
+  auto f32 = [&](Expr e) { return toF32(s, e); };
+
+  AbiParams params = abiParams(s, T);
+  auto param = [&](const char *name) { return params.byName.at(name); };
+  bp.inputs = params.inOrder;
+  bp.args.assign(params.inOrder.begin(), params.inOrder.end());
+
+  hl::AttentionInputs in;
+  if (s.mask.padding) {
+    bp.kvLens = param("kv_lens"); // one length per batch
+    in.kvLen(v.b) = bp.kvLens(v.b);
+    in.hasKvLen = true;
+  }
+
+  if (s.op == Op::Sdpa) {
+    ImageParam q = param("q"), k = param("k"), vv = param("v");
+    in.q(v.c, v.hd, v.t, v.b) = f32(q(v.c, v.hd, v.t, v.b));
+    in.k(v.c, v.g, v.t, v.b) = f32(k(v.c, v.g, v.t, v.b));
+    in.v(v.c, v.g, v.t, v.b) = f32(vv(v.c, v.g, v.t, v.b));
+    in.qRaw(v.c, v.hd, v.t, v.b) = q(v.c, v.hd, v.t, v.b);
+    in.kRaw(v.c, v.g, v.t, v.b) = k(v.c, v.g, v.t, v.b);
+    in.vRaw(v.c, v.g, v.t, v.b) = vv(v.c, v.g, v.t, v.b);
+    in.tq = q.dim(2).extent();
+    in.tkv = k.dim(2).extent();
+    bp.attention = hl::defineAttention(s, in, tiles, v);
+    bp.output = Func("out");
+    bp.output(v.c, v.hd, v.t, v.b) =
+        fromF32(s, T, bp.attention.out(v.c, v.hd, v.t, v.b));
+  } else {
+    // W [in, out] row-major is w(out_feature, in_feature) here.
+    ImageParam x = param("x"), wq = param("w_q"), wk = param("w_k"),
+               wv = param("w_v"), wo = param("w_o");
+    Func bq("b_q_f"), bk("b_k_f"), bvf("b_v_f"), bo("b_o_f");
+    if (s.bias) {
+      bq(v.n) = f32(param("b_q")(v.n));
+      bk(v.n) = f32(param("b_k")(v.n));
+      bvf(v.n) = f32(param("b_v")(v.n));
+      bo(v.n) = f32(param("b_o")(v.n));
+    }
+    Func xf("x_f"), wqf("w_q_f"), wkf("w_k_f"), wvf("w_v_f"), wof("w_o_f");
+    Var kk("k");
+    // Token index clamped: GEMM blocks of gemm_rows tokens run whole and
+    // the rows past T are discarded.
+    xf(kk, v.t, v.b) = f32(x(kk, min(v.t, x.dim(1).extent() - 1), v.b));
+    wqf(v.n, kk) = f32(wq(v.n, kk));
+    wkf(v.n, kk) = f32(wk(v.n, kk));
+    wvf(v.n, kk) = f32(wv(v.n, kk));
+    wof(v.n, kk) = f32(wo(v.n, kk));
+    auto keepF32 = [](Expr e) { return e; };
+    Projection pq =
+        hl::defineProjection("q_proj", xf, d, wqf, bq, s.bias, keepF32, v);
+    Projection pk =
+        hl::defineProjection("k_proj", xf, d, wkf, bk, s.bias, keepF32, v);
+    Projection pv =
+        hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias, keepF32, v);
+    // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
+    in.q(v.c, v.hd, v.t, v.b) =
+        pq.out(v.hd * static_cast<int>(dk) + v.c, v.t, v.b);
+    in.k(v.c, v.g, v.t, v.b) =
+        pk.out(v.g * static_cast<int>(dk) + v.c, v.t, v.b);
+    in.v(v.c, v.g, v.t, v.b) =
+        pv.out(v.g * static_cast<int>(dv) + v.c, v.t, v.b);
+    in.tq = x.dim(1).extent();
+    in.tkv = x.dim(1).extent();
+    bp.attention = hl::defineAttention(s, in, tiles, v);
+    // Merge heads: column n of O is channel n % dv of head n / dv.
+    Func merged("merged");
+    merged(kk, v.t, v.b) =
+        bp.attention.out(kk % static_cast<int>(dv), kk / static_cast<int>(dv),
+                         min(v.t, x.dim(1).extent() - 1), v.b);
+    Projection po = hl::defineProjection(
+        "out_proj", merged, h * dv, wof, bo, s.bias,
+        [&](Expr e) { return fromF32(s, T, e); }, v);
+    bp.projections = {pq, pk, pv, po};
+    bp.projectionWidths = {h * dk, kv * dk, kv * dv, d};
+    bp.output = po.out;
+  }
+  // The output: dense within a token, any token and batch stride.
+  constrainDims(bp.output.output_buffer(), outputModel(s), s,
+                /*bindCallSizes=*/false);
+  return bp;
+}
+
+void applyGpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
+                      const ScheduleParams &p) {
+  if (s.op == Op::Sdpa) {
+    hl::scheduleAttentionGpu(bp.attention, bp.output, bp.v, s, p);
+    return;
+  }
+  for (size_t i = 0; i < 3; ++i)
+    hl::scheduleProjectionGpu(bp.projections[i], bp.v, bp.projectionWidths[i],
+                              p, /*isOutput=*/false);
+  bp.attention.out.compute_root();
+  hl::scheduleAttentionGpu(bp.attention, bp.attention.out, bp.v, s, p);
+  hl::scheduleProjectionGpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,
+                            /*isOutput=*/true);
+}
+
+void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
+                      const ScheduleParams &p) {
+  if (s.op == Op::Sdpa) {
+    hl::scheduleAttentionCpu(bp.attention, bp.output, bp.v, s, p);
+    return;
+  }
+  for (size_t i = 0; i < 3; ++i)
+    hl::scheduleProjectionCpu(bp.projections[i], bp.v, bp.projectionWidths[i],
+                              p, /*isOutput=*/false);
+  bp.attention.out.compute_root();
+  hl::scheduleAttentionCpu(bp.attention, bp.attention.out, bp.v, s, p);
+  hl::scheduleProjectionCpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,
+                            /*isOutput=*/true);
+}
+
+// Estimates for Halide's autoschedulers (the hand schedules ignore them).
+void setEstimates(BuiltPipeline &bp, const AttentionSpec &s) {
+  const int T = static_cast<int>(s.T.value_or(512));
+  const int Tkv = static_cast<int>(s.T_kv.value_or(T));
+  const int B = static_cast<int>(s.B.value_or(1));
+  for (ImageParam &p : bp.inputs) {
+    std::vector<std::pair<Expr, Expr>> est;
+    const std::string name = p.name();
+    if (name == "q")
+      est = {{0, (int)s.d_k}, {0, (int)s.h}, {0, T}, {0, B}};
+    else if (name == "k")
+      est = {{0, (int)s.d_k}, {0, (int)s.n_kv}, {0, Tkv}, {0, B}};
+    else if (name == "v")
+      est = {{0, (int)s.d_v}, {0, (int)s.n_kv}, {0, Tkv}, {0, B}};
+    else if (name == "x")
+      est = {{0, (int)s.d}, {0, T}, {0, B}};
+    else if (name == "kv_lens")
+      est = {{0, B}};
+    else if (p.dimensions() == 2)
+      est = {{0, p.dim(0).extent()}, {0, p.dim(1).extent()}};
+    else
+      est = {{0, p.dim(0).extent()}};
+    Region r;
+    for (auto &e : est)
+      r.push_back(Range(e.first, e.second));
+    p.set_estimates(r);
+  }
+  if (s.op == Op::Sdpa)
+    bp.output.set_estimates({{0, (int)s.d_v}, {0, (int)s.h}, {0, T}, {0, B}});
+  else
+    bp.output.set_estimates({{0, (int)s.d}, {0, T}, {0, B}});
+}
+
+} // namespace mhagen::hl

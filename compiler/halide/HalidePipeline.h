@@ -1,0 +1,47 @@
+// The Halide algorithm of one spec, built on the ABI model's parameters:
+// the kernel's inputs and output (one ImageParam per tensor of
+// mhagen/abi_model.hpp), the projections of op = layer and the attention
+// core (AttentionAlgorithm.h), and the schedules applied to them
+// (CpuSchedule.h / GpuSchedule.h).
+#ifndef MHAGEN_HALIDE_HALIDEPIPELINE_H
+#define MHAGEN_HALIDE_HALIDEPIPELINE_H
+
+#include "AttentionAlgorithm.h"
+
+#include "mhagen/spec/AttentionSpec.h"
+#include "mhagen/spec/ScheduleParams.h"
+
+#include <Halide.h>
+
+#include <vector>
+
+namespace mhagen::hl {
+
+/// GPU targets keep bf16 as its 16-bit pattern and convert by hand.
+bool bf16AsBits(const AttentionSpec &s);
+
+/// Everything the schedules and the compiler need about one built pipeline.
+struct BuiltPipeline {
+  AttentionVars v;
+  std::vector<Halide::Argument> args; ///< in the ABI model's order
+  std::vector<Halide::ImageParam> inputs;
+  Halide::Func output;
+  AttentionStages attention;
+  std::vector<Projection> projections; ///< q, k, v, out (layer only)
+  std::vector<int64_t> projectionWidths;
+  Halide::ImageParam kvLens;
+};
+
+/// The algorithm for the spec: inputs, projections (layer), attention core.
+BuiltPipeline buildPipeline(const AttentionSpec &s,
+                            const AttentionTiles &tiles);
+void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
+                      const ScheduleParams &p);
+void applyGpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
+                      const ScheduleParams &p);
+/// Estimates for Halide's autoschedulers (the hand schedules ignore them).
+void setEstimates(BuiltPipeline &bp, const AttentionSpec &s);
+
+} // namespace mhagen::hl
+
+#endif

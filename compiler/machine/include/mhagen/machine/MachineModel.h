@@ -1,0 +1,75 @@
+// The machine model: one description of a target machine that both
+// backends, their schedule spaces and default schedules, the driver and
+// `mhagen list-targets` read (docs/design.md §7). Hardware facts (ISA,
+// registers, caches, cores, GPU limits) live here and nowhere else.
+//
+// A named target (avx2, avx512, avx512_bf16, cuda_smXX, opencl) gets a
+// documented preset (MachineModel.cpp). `host` resolves to the best named
+// target this CPU runs, and its model keeps that target's ISA facts but
+// takes the caches, the core count and the CPU's identity from the machine
+// itself (cpuid and sysfs, HostMachine.cpp).
+#ifndef MHAGEN_MACHINE_MACHINEMODEL_H
+#define MHAGEN_MACHINE_MACHINEMODEL_H
+
+#include "mhagen/spec/AttentionSpec.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mhagen {
+
+struct MachineModel {
+  TargetKind kind = TargetKind::Avx2;
+  /// "preset <what it models>" or "host (cpuid + sysfs)".
+  std::string source;
+
+  // Identity (host only; empty/0 for presets).
+  std::string vendor, cpuName;
+  int family = 0, model = 0;
+
+  // ISA.
+  /// CPU features (runtime names, runtime.h) a kernel for this target
+  /// needs; the runtime refuses to run it on a CPU that lacks one.
+  std::vector<std::string> cpuFeatures;
+  int vectorBits = 0;      ///< 256 (AVX2), 512 (AVX-512); 0 on GPUs
+  int f32Lanes = 1;        ///< vectorBits / 32
+  int vectorRegisters = 0; ///< architectural vector registers
+  /// LLVM CPU model and features for code generation (never one that
+  /// implies AVX512-FP16; see HalideTargets.h).
+  std::string llvmCpu, llvmFeatures;
+
+  // Memory.
+  int64_t l1dBytes = 0, l2Bytes = 0; ///< per core
+  int64_t l3Bytes = 0;               ///< shared (per package or CCX)
+  int cores = 0;                     ///< cores this process may use; 0: unknown
+
+  // GPU limits (0 on CPUs).
+  int64_t sharedMemoryPerBlock = 0;
+  int maxThreadsPerBlock = 0;
+
+  bool isGpu() const { return sharedMemoryPerBlock > 0; }
+  /// Bytes of per-task scratch a schedule may use: half the L2, so the
+  /// streamed K/V tiles keep the other half.
+  int64_t scratchBudget() const { return l2Bytes / 2; }
+  /// Cores for sizing parallel work: the host's, or 2 for presets.
+  int coresOrDefault() const { return cores > 0 ? cores : 2; }
+  /// Multi-line description, one fact per line ("  L2 per core  1 MiB").
+  std::string describe() const;
+};
+
+/// The documented preset of a named target (not Host).
+const MachineModel &presetMachine(TargetKind kind);
+/// The model of this machine for a target kind it runs: the kind's ISA
+/// facts, the host's caches, cores and identity.
+MachineModel hostMachine(TargetKind kind);
+/// The model a spec's target is compiled for: the host's when the target
+/// was resolved from `host`, else the preset.
+const MachineModel &machineOf(const Target &t);
+/// True if this CPU (as the runtime sees it, MHAGEN_CPU_CLASS included)
+/// has every feature the target's kernels need.
+bool hostRuns(TargetKind kind);
+
+} // namespace mhagen
+
+#endif

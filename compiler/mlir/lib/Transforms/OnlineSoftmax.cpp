@@ -1,0 +1,148 @@
+//===- OnlineSoftmax.cpp - the online softmax on linalg tiles ------------===//
+#include "OnlineSoftmax.h"
+
+#include "mhagen/spec/SoftmaxNumerics.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+
+namespace mhagen::mha {
+
+namespace {
+
+SmallVector<utils::IteratorType> iters(int parallel, int reduction = 0) {
+  SmallVector<utils::IteratorType> it(parallel, utils::IteratorType::parallel);
+  it.append(reduction, utils::IteratorType::reduction);
+  return it;
+}
+
+AffineMap id1(OpBuilder &b) { return b.getMultiDimIdentityMap(1); }
+AffineMap id2(OpBuilder &b) { return b.getMultiDimIdentityMap(2); }
+// (i, j) -> (i): a row vector broadcast along a tile's columns.
+AffineMap row2(OpBuilder &b) {
+  return AffineMap::get(2, 0, {b.getAffineDimExpr(0)}, b.getContext());
+}
+
+Value f32Constant(OpBuilder &b, Location loc, float v) {
+  return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(v));
+}
+
+// An elementwise linalg.generic over `outs`' shape.
+Value generic(OpBuilder &b, Location loc, Value out, ValueRange ins,
+              ArrayRef<AffineMap> maps, int parallel, int reduction,
+              function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  return b
+      .create<linalg::GenericOp>(
+          loc, out.getType(), ins, ValueRange{out}, maps,
+          iters(parallel, reduction),
+          [&](OpBuilder &g, Location gl, ValueRange args) {
+            g.create<linalg::YieldOp>(gl, body(g, gl, args));
+          })
+      .getResult(0);
+}
+
+} // namespace
+
+Value filledTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                   float value) {
+  Value empty = b.create<tensor::EmptyOp>(loc, shape, b.getF32Type());
+  return b.create<linalg::FillOp>(loc, f32Constant(b, loc, value), empty)
+      .getResult(0);
+}
+
+Value identityTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                     arith::AtomicRMWKind kind) {
+  Value empty = b.create<tensor::EmptyOp>(loc, shape, b.getF32Type());
+  Value identity = arith::getIdentityValue(kind, b.getF32Type(), b, loc,
+                                           /*useOnlyFiniteValue=*/true);
+  return b.create<linalg::FillOp>(loc, identity, empty).getResult(0);
+}
+
+Value maskScores(OpBuilder &b, Location loc, Value s,
+                 const VisibleFn &visible) {
+  Value lowest = f32Constant(b, loc, kLowestScore);
+  return generic(b, loc, s, ValueRange{}, {id2(b)}, 2, 0,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   return g.create<arith::SelectOp>(gl, visible(g, gl), args[0],
+                                                    lowest);
+                 });
+}
+
+Value computeRowwiseReduction(OpBuilder &b, Location loc, Value tile,
+                              Value init, arith::AtomicRMWKind kind) {
+  return generic(b, loc, init, ValueRange{tile}, {id2(b), row2(b)}, 1, 1,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   return arith::getReductionOp(kind, g, gl, args[0], args[1]);
+                 });
+}
+
+Value computeRescale(OpBuilder &b, Location loc, Value m, Value tileMax) {
+  Value init =
+      identityTensor(b, loc, cast<RankedTensorType>(m.getType()).getShape(),
+                     arith::AtomicRMWKind::addf);
+  return generic(b, loc, init, ValueRange{m, tileMax}, {id1(b), id1(b), id1(b)},
+                 1, 0,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   Value mx = g.create<arith::MaximumFOp>(gl, args[0], args[1]);
+                   return g.create<math::ExpOp>(
+                       gl, g.create<arith::SubFOp>(gl, args[0], mx));
+                 });
+}
+
+Value updateRunningMax(OpBuilder &b, Location loc, Value tileMax, Value m) {
+  return generic(b, loc, m, ValueRange{tileMax}, {id1(b), id1(b)}, 1, 0,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   return g.create<arith::MaximumFOp>(gl, args[0], args[1]);
+                 });
+}
+
+Value computeProbabilities(OpBuilder &b, Location loc, Value mNew, Value s,
+                           const VisibleFn &visible) {
+  Value zero = f32Constant(b, loc, 0.0f);
+  return generic(b, loc, s, ValueRange{mNew}, {row2(b), id2(b)}, 2, 0,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   Value e = g.create<math::ExpOp>(
+                       gl, g.create<arith::SubFOp>(gl, args[1], args[0]));
+                   return g.create<arith::SelectOp>(gl, visible(g, gl), e,
+                                                    zero);
+                 });
+}
+
+Value updateRunningSum(OpBuilder &b, Location loc, Value alpha, Value rowSum,
+                       Value l) {
+  return generic(
+      b, loc, l, ValueRange{alpha, rowSum}, {id1(b), id1(b), id1(b)}, 1, 0,
+      [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+        return g.create<arith::AddFOp>(
+            gl, g.create<arith::MulFOp>(gl, args[2], args[0]), args[1]);
+      });
+}
+
+Value scaleAccumulator(OpBuilder &b, Location loc, Value alpha, Value acc) {
+  return generic(b, loc, acc, ValueRange{alpha}, {row2(b), id2(b)}, 2, 0,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   return g.create<arith::MulFOp>(gl, args[1], args[0]);
+                 });
+}
+
+Value normalizeRows(OpBuilder &b, Location loc, Value acc, Value l, Value out) {
+  return generic(
+      b, loc, out, ValueRange{acc, l}, {id2(b), row2(b), id2(b)}, 2, 0,
+      [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+        Value zero = f32Constant(g, gl, 0.0f);
+        Value pos = g.create<arith::CmpFOp>(gl, arith::CmpFPredicate::OGT,
+                                            args[1], zero);
+        Value safe = g.create<arith::MaximumFOp>(gl, args[1],
+                                                 f32Constant(g, gl, kTinySum));
+        Value r = g.create<arith::SelectOp>(
+            gl, pos, g.create<arith::DivFOp>(gl, args[0], safe), zero);
+        if (!args[2].getType().isF32())
+          r = g.create<arith::TruncFOp>(gl, args[2].getType(), r);
+        return r;
+      });
+}
+
+} // namespace mhagen::mha

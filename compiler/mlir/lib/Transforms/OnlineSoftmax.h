@@ -1,0 +1,62 @@
+//===- OnlineSoftmax.h - the online softmax on linalg tiles -----*- C++ -*-===//
+//
+// The steps of one key tile of the flash form (docs/design.md §1), as named
+// helpers on linalg-on-tensors tiles (after IREE's LinalgExt
+// decomposition: computeRowwiseReduction, scaleAccumulator, ...). Rows are
+// query rows [QT], tiles are [QT x KT] scores or [QT x dv] accumulators.
+// The finite stand-ins come from mhagen/spec/SoftmaxNumerics.h; the other
+// initial values are the reductions' identities (arith::getIdentityValue).
+#ifndef MHAGEN_MLIR_TRANSFORMS_ONLINESOFTMAX_H
+#define MHAGEN_MLIR_TRANSFORMS_ONLINESOFTMAX_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+
+namespace mhagen::mha {
+
+/// Builds the i1 "key j is visible from row i" predicate inside a linalg
+/// body (from linalg.index 0 and 1).
+using VisibleFn = std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)>;
+
+/// A [shape] f32 tensor filled with `value`.
+mlir::Value filledTensor(mlir::OpBuilder &b, mlir::Location loc,
+                         llvm::ArrayRef<int64_t> shape, float value);
+/// A [shape] f32 tensor filled with the identity of `kind`.
+mlir::Value identityTensor(mlir::OpBuilder &b, mlir::Location loc,
+                           llvm::ArrayRef<int64_t> shape,
+                           mlir::arith::AtomicRMWKind kind);
+
+/// Scores of hidden keys -> kLowestScore.
+mlir::Value maskScores(mlir::OpBuilder &b, mlir::Location loc, mlir::Value s,
+                       const VisibleFn &visible);
+/// Row-wise reduction of a [QT x KT] tile into `init` [QT]: max or sum.
+mlir::Value computeRowwiseReduction(mlir::OpBuilder &b, mlir::Location loc,
+                                    mlir::Value tile, mlir::Value init,
+                                    mlir::arith::AtomicRMWKind kind);
+/// alpha = exp(m - max(m, tileMax)): how much the old state shrinks.
+mlir::Value computeRescale(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value m, mlir::Value tileMax);
+/// m' = max(m, tileMax), written into m's tensor (one running-max buffer).
+mlir::Value updateRunningMax(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value tileMax, mlir::Value m);
+/// P = exp(S - m') where visible, 0 elsewhere (in place of S).
+mlir::Value computeProbabilities(mlir::OpBuilder &b, mlir::Location loc,
+                                 mlir::Value mNew, mlir::Value s,
+                                 const VisibleFn &visible);
+/// l' = l * alpha + rowsum(P), written into l's tensor.
+mlir::Value updateRunningSum(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value alpha, mlir::Value rowSum,
+                             mlir::Value l);
+/// acc * alpha, row by row, in place (P V is then accumulated into it).
+mlir::Value scaleAccumulator(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value alpha, mlir::Value acc);
+/// out = l > 0 ? acc / max(l, kTinySum) : 0, converted to out's element
+/// type (a row that saw no key outputs zeros).
+mlir::Value normalizeRows(mlir::OpBuilder &b, mlir::Location loc,
+                          mlir::Value acc, mlir::Value l, mlir::Value out);
+
+} // namespace mhagen::mha
+
+#endif
