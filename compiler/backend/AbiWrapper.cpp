@@ -73,7 +73,8 @@ WrapperPlan wrapperPlan(const AttentionSpec &spec) {
 
 HalideBufferCall halideBufferCall(const AttentionSpec &spec,
                                   const WrapperPlan &plan) {
-  // GPU targets keep bf16 as its 16-bit pattern (HalideBackend.cpp).
+  // GPU targets keep bf16 as its 16-bit pattern (hl::bf16AsBits in
+  // compiler/halide/HalidePipeline.h).
   const bool bits16 = spec.dtype == DType::BF16 && spec.target.isGpu();
   const int dataCode = spec.dtype == DType::BF16
                            ? (bits16 ? 1 /* halide_type_uint */

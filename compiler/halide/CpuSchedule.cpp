@@ -1,4 +1,5 @@
 #include "CpuSchedule.h"
+#include "ScheduleHelpers.h"
 
 #include "mhagen/spec/BackendResult.h"
 
@@ -7,28 +8,6 @@
 namespace mhagen::hl {
 
 using namespace Halide;
-
-namespace {
-
-int64_t get(const ScheduleParams &p, const char *name) {
-  auto it = p.find(name);
-  if (it == p.end())
-    throw BackendError("schedule", std::string("missing parameter ") + name);
-  return it->second;
-}
-
-int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-
-// Divisors of n that are <= limit, ascending.
-std::vector<int64_t> divisorsUpTo(int64_t n, int64_t limit) {
-  std::vector<int64_t> d;
-  for (int64_t k = 1; k <= std::min(n, limit); ++k)
-    if (n % k == 0)
-      d.push_back(k);
-  return d;
-}
-
-} // namespace
 
 // Defaults, measured on this project's Zen 4 machine (2 cores, f32,
 // B1 T2048 h32 kv8 dk128 causal; see bench/RESULTS.md for the figures):

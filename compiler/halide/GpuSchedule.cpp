@@ -1,4 +1,5 @@
 #include "GpuSchedule.h"
+#include "ScheduleHelpers.h"
 
 #include <algorithm>
 
@@ -7,21 +8,6 @@ namespace mhagen::hl {
 using namespace Halide;
 
 namespace {
-
-int64_t get(const ScheduleParams &p, const char *name) {
-  auto it = p.find(name);
-  if (it == p.end())
-    throw BackendError("schedule", std::string("missing parameter ") + name);
-  return it->second;
-}
-
-std::vector<int64_t> divisorsUpTo(int64_t n, int64_t limit) {
-  std::vector<int64_t> d;
-  for (int64_t k = 1; k <= std::min(n, limit); ++k)
-    if (n % k == 0)
-      d.push_back(k);
-  return d;
-}
 
 // Shared memory a block allocates (bytes): the query tile, the running
 // state, the K/V tiles, scores/probabilities and P*V of one key tile.

@@ -1,9 +1,10 @@
 //===- KernelModule.cpp - the mha module of one AttentionSpec -------------===//
 //
-// The backend's input: one function on memrefs whose shapes and strides are
-// the mhagen ABI (runtime/include/mhagen/abi.h). Tensors enter through
-// bufferization.to_tensor and the result is materialized in the output
-// memref, so bufferization writes straight into the caller's buffer.
+// The backend's input, built with OpBuilder: one function on memrefs whose
+// shapes and strides come from the ABI model (mhagen/abi_model.hpp).
+// Tensors enter through bufferization.to_tensor and the result is
+// materialized in the output memref, so bufferization writes straight into
+// the caller's buffer.
 //
 //   op = sdpa : out = mha.attention(q, k, v)
 //   op = layer: per batch b: q/k/v = x[b] W_{q,k,v} (+ b) as linalg.matmul
@@ -13,265 +14,294 @@
 // Sizes the spec fixes (B, T, T_kv) are static in the types.
 #include "KernelModule.h"
 
+#include "mhagen/abi_model.hpp"
 #include "mhagen/backend/AbiWrapper.h"
+#include "mhagen/mlir/MhaDialect.h"
+#include "mhagen/spec/BackendResult.h"
 
-#include <sstream>
-#include <vector>
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <map>
 
 namespace mhagen::mlirbackend {
 
+using namespace mlir;
+
 namespace {
 
-std::string dim(const std::optional<int64_t> &v) {
-  return v ? std::to_string(*v) : "?";
+constexpr int64_t kDyn = ShapedType::kDynamic;
+
+int64_t dimOf(const std::optional<int64_t> &v) { return v ? *v : kDyn; }
+
+Type elementType(OpBuilder &b, DType d) {
+  switch (d) {
+  case DType::F32:
+    return b.getF32Type();
+  case DType::BF16:
+    return b.getBF16Type();
+  case DType::F16:
+    return b.getF16Type();
+  }
+  return b.getF32Type();
 }
 
-std::string floatLiteral(double v) {
-  std::ostringstream os;
-  os.precision(9);
-  os << std::scientific << static_cast<float>(v);
-  return os.str();
-}
-
-std::string maskAttr(const MaskSpec &m) {
-  return "#mha.mask<causal = " + std::string(m.causal ? "true" : "false") +
-         ", window = " + std::to_string(m.window) +
-         ", padding = " + std::string(m.padding ? "true" : "false") + ">";
-}
-
-std::string attentionAttrs(const AttentionSpec &s) {
-  return "{num_heads = " + std::to_string(s.h) +
-         " : i64, num_kv_heads = " + std::to_string(s.n_kv) +
-         " : i64, scale = " + floatLiteral(s.effectiveScale()) +
-         " : f32, mask = " + maskAttr(s.mask) + "}";
-}
-
-// The kernel's parameters, from the ABI model: one memref per tensor, in
-// the model's order. Sizes the spec fixes are static; a sequence tensor
-// with call-time strides has a strided layout, dense inside a token.
-struct MemrefParam {
-  std::string name, shape, type; // shape "BxTxHxDKxf32", type "memref<...>"
-};
-
-std::vector<MemrefParam> abiParams(const AttentionSpec &s) {
+// The kernel's parameters from the ABI model: one memref per tensor, in the
+// model's order. Sizes the spec fixes are static; a sequence tensor with
+// call-time strides has a strided layout, dense inside a token.
+std::vector<std::pair<std::string, MemRefType>>
+abiParams(OpBuilder &b, const AttentionSpec &s) {
   const abi::AbiShape shape = backend::abiShapeOf(s);
-  const std::string et = std::string(toString(s.dtype));
-  std::vector<MemrefParam> out;
+  const Type et = elementType(b, s.dtype);
+  std::vector<std::pair<std::string, MemRefType>> out;
   for (const abi::TensorModel *t : abi::tensors(shape)) {
-    std::string sh;
+    SmallVector<int64_t> dims;
     for (const abi::Dim &d : t->dims) {
-      std::string e;
-      if (d.factors.size() == 1 && d.factors[0] == abi::Size::Batch)
-        e = dim(s.B);
-      else if (d.factors.size() == 1 && d.factors[0] == abi::Size::TokensQ)
-        e = dim(s.T);
-      else if (d.factors.size() == 1 && d.factors[0] == abi::Size::TokensKv)
-        e = dim(s.op == Op::Layer ? s.T : s.T_kv);
+      const bool single = d.factors.size() == 1;
+      if (single && d.factors[0] == abi::Size::Batch)
+        dims.push_back(dimOf(s.B));
+      else if (single && d.factors[0] == abi::Size::TokensQ)
+        dims.push_back(dimOf(s.T));
+      else if (single && d.factors[0] == abi::Size::TokensKv)
+        dims.push_back(dimOf(s.op == Op::Layer ? s.T : s.T_kv));
       else
-        e = std::to_string(abi::staticExtent(d, shape));
-      sh += e + "x";
+        dims.push_back(abi::staticExtent(d, shape));
     }
-    sh += t->elem == abi::Elem::Int32 ? "i32" : et;
-    std::string type = "memref<" + sh;
+    const Type elem = t->elem == abi::Elem::Int32 ? Type(b.getI32Type()) : et;
+    MemRefType type = MemRefType::get(dims, elem);
     if (t->tokenStrideField) {
-      type += ", strided<[?, ?";
+      SmallVector<int64_t> strides = {kDyn, kDyn};
       for (size_t i = 2; i < t->dims.size(); ++i)
-        type +=
-            ", " + std::to_string(abi::denseInnerElements(*t, shape, i + 1));
-      type += "], offset: ?>";
+        strides.push_back(abi::denseInnerElements(*t, shape, i + 1));
+      type = MemRefType::get(
+          dims, elem, StridedLayoutAttr::get(b.getContext(), kDyn, strides));
     }
-    out.push_back({t->name, sh, type + ">"});
+    out.emplace_back(t->name, type);
   }
   return out;
 }
 
-const MemrefParam &param(const std::vector<MemrefParam> &ps,
-                         const std::string &name) {
-  for (const MemrefParam &p : ps)
-    if (p.name == name)
-      return p;
-  return ps.back(); // unreachable: the model has every name used here
+// The function with the ABI's parameters; arguments by tensor name.
+func::FuncOp makeFunction(OpBuilder &b, Location loc, const std::string &fn,
+                          const AttentionSpec &s,
+                          std::map<std::string, Value> &args) {
+  const auto params = abiParams(b, s);
+  SmallVector<Type> types;
+  for (const auto &p : params)
+    types.push_back(p.second);
+  auto f = b.create<func::FuncOp>(loc, fn, b.getFunctionType(types, {}));
+  f->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = f.addEntryBlock();
+  for (size_t i = 0; i < params.size(); ++i)
+    args[params[i].first] = entry->getArgument(i);
+  b.setInsertionPointToStart(entry);
+  return f;
 }
 
-// "func.func @fn(%q: memref<...>, ...) attributes {...} {"
-std::string signature(const std::string &fn,
-                      const std::vector<MemrefParam> &ps) {
-  std::string sig = "func.func @" + fn + "(";
-  for (size_t i = 0; i < ps.size(); ++i)
-    sig += std::string(i ? ", " : "") + "%" + ps[i].name + ": " + ps[i].type;
-  return sig + ") attributes {llvm.emit_c_interface} {\n";
+Value toTensor(OpBuilder &b, Location loc, Value memref, bool writable) {
+  return b.create<bufferization::ToTensorOp>(loc, memref, /*restrict=*/true,
+                                             writable);
 }
 
-std::string sdpaModule(const AttentionSpec &s, const std::string &fn) {
-  const std::string B = dim(s.B);
-  const std::vector<MemrefParam> ps = abiParams(s);
-  const std::string qm = param(ps, "q").type, km = param(ps, "k").type,
-                    vm = param(ps, "v").type, om = param(ps, "out").type;
-  auto tensor = [&](const char *name) {
-    return "tensor<" + param(ps, name).shape + ">";
-  };
-  const std::string qt = tensor("q"), kt = tensor("k"), vt = tensor("v"),
-                    ot = tensor("out");
-  std::ostringstream os;
-  os << signature(fn, ps);
-  os << "  %qt = bufferization.to_tensor %q restrict : " << qm << "\n";
-  os << "  %kt = bufferization.to_tensor %k restrict : " << km << "\n";
-  os << "  %vt = bufferization.to_tensor %v restrict : " << vm << "\n";
-  if (s.mask.padding)
-    os << "  %lens = bufferization.to_tensor %kv_lens restrict : memref<" << B
-       << "xi32>\n";
-  os << "  %init = bufferization.to_tensor %out restrict writable : " << om
-     << "\n";
-  os << "  %o = mha.attention ins(%qt, %kt, %vt : " << qt << ", " << kt << ", "
-     << vt << ")";
-  if (s.mask.padding)
-    os << " kv_lens(%lens : tensor<" << B << "xi32>)";
-  os << "\n         outs(%init : " << ot << ")\n         " << attentionAttrs(s)
-     << " -> " << ot << "\n";
-  os << "  bufferization.materialize_in_destination %o in restrict writable "
-        "%out : ("
-     << ot << ", " << om << ") -> ()\n";
-  os << "  return\n}\n";
-  return os.str();
+RankedTensorType tensorOf(Value memref) {
+  auto m = cast<MemRefType>(memref.getType());
+  return RankedTensorType::get(m.getShape(), m.getElementType());
 }
 
-std::string layerModule(const AttentionSpec &s, const std::string &fn) {
-  // Batches are a sequential loop around the layer of one sequence: every
-  // op below then has at most one dynamic dimension (T), which keeps the
-  // head split (expand [T, h*dk] -> [1, T, h, dk]) well defined.
-  const std::string et = std::string(toString(s.dtype));
-  const std::string B = dim(s.B), T = dim(s.T);
-  const std::string D = std::to_string(s.d);
-  const int64_t hdv = s.h * s.d_v;
-  const std::vector<MemrefParam> ps = abiParams(s);
-  const std::string xm = param(ps, "x").type, om = param(ps, "out").type;
-  const std::string xt = "tensor<" + B + "x" + T + "x" + D + "x" + et + ">";
-  const std::string ot = xt;
-  auto mat = [&](int64_t r, int64_t c) {
-    return std::to_string(r) + "x" + std::to_string(c) + "x" + et;
-  };
-  auto rows = [&](int64_t n, const std::string &t) {
-    return "tensor<" + T + "x" + std::to_string(n) + "x" + t + ">";
-  };
-  const std::string tDyn = s.T ? "" : "%T"; // tensor.empty operands
-  // The token count as a slice size or output_shape entry: a literal when
-  // the spec fixes it (static types), the %T value otherwise.
-  const std::string tSize = s.T ? std::to_string(*s.T) : "%T";
-  std::ostringstream os;
-  os << "#id2 = affine_map<(i, j) -> (i, j)>\n"
-        "#col2 = affine_map<(i, j) -> (j)>\n";
-  os << signature(fn, ps);
-  os << "  %c0 = arith.constant 0 : index\n"
-        "  %c1 = arith.constant 1 : index\n"
-        "  %zero = arith.constant 0.0 : f32\n";
-  os << "  %xt = bufferization.to_tensor %x restrict : " << xm << "\n";
-  os << "  %B = tensor.dim %xt, %c0 : " << xt << "\n";
-  os << "  %T = tensor.dim %xt, %c1 : " << xt << "\n";
+Value attention(OpBuilder &b, Location loc, const AttentionSpec &s,
+                Type resultType, Value q, Value k, Value v, Value lens,
+                Value init) {
+  const MaskSpec &m = s.mask;
+  return b.create<mha::AttentionOp>(
+      loc, resultType, q, k, v, lens, init, b.getI64IntegerAttr(s.h),
+      b.getI64IntegerAttr(s.n_kv),
+      b.getF32FloatAttr(static_cast<float>(s.effectiveScale())),
+      mha::MaskAttr::get(b.getContext(), m.causal, m.window, m.padding));
+}
+
+void storeResult(OpBuilder &b, Location loc, Value result, Value out) {
+  b.create<bufferization::MaterializeInDestinationOp>(
+      loc, TypeRange{}, result, out, /*restrict=*/true, /*writable=*/true);
+  b.create<func::ReturnOp>(loc);
+}
+
+void sdpaBody(OpBuilder &b, Location loc, const AttentionSpec &s,
+              std::map<std::string, Value> &a) {
+  Value qt = toTensor(b, loc, a["q"], false);
+  Value kt = toTensor(b, loc, a["k"], false);
+  Value vt = toTensor(b, loc, a["v"], false);
+  Value lens = s.mask.padding ? toTensor(b, loc, a["kv_lens"], false) : Value();
+  Value init = toTensor(b, loc, a["out"], true);
+  Value o = attention(b, loc, s, init.getType(), qt, kt, vt, lens, init);
+  storeResult(b, loc, o, a["out"]);
+}
+
+// Batches are a sequential loop around the layer of one sequence: every op
+// below then has at most one dynamic dimension (T), which keeps the head
+// split (expand [T, h*dk] -> [1, T, h, dk]) well defined.
+void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
+               std::map<std::string, Value> &a) {
+  const Type et = elementType(b, s.dtype);
+  const Type f32 = b.getF32Type();
+  const int64_t T = dimOf(s.T), D = s.d, hdv = s.h * s.d_v;
+  Value c0 = b.create<arith::ConstantIndexOp>(loc, 0);
+  Value c1 = b.create<arith::ConstantIndexOp>(loc, 1);
+  Value zero = b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(0.0f));
+  Value xt = toTensor(b, loc, a["x"], false);
+  Value Bv = b.create<tensor::DimOp>(loc, xt, c0);
+  Value Tv = b.create<tensor::DimOp>(loc, xt, c1);
   // Weights, biases and key lengths enter as tensors of their ABI types.
-  for (const MemrefParam &p : ps)
-    if (p.name != "x" && p.name != "out")
-      os << "  %" << (p.name == "kv_lens" ? "lens" : p.name + "t")
-         << " = bufferization.to_tensor %" << p.name << " restrict : " << p.type
-         << "\n";
-  os << "  %init = bufferization.to_tensor %out restrict writable : " << om
-     << "\n";
-  os << "  %r = scf.for %b = %c0 to %B step %c1 iter_args(%acc = %init) -> ("
-     << ot << ") {\n";
-  os << "    %xb = tensor.extract_slice %xt[%b, 0, 0] [1, " << tSize << ", "
-     << D << "] [1, 1, 1] : " << xt << " to " << rows(s.d, et) << "\n";
-  // y = a W (+ bias) in f32 rows [T, n].
-  auto gemm = [&](const std::string &name, const std::string &a,
-                  const std::string &aType, const std::string &w, int64_t k,
-                  int64_t n, const std::string &bias) {
-    const std::string rt = rows(n, "f32");
-    os << "    %" << name << "e = tensor.empty(" << tDyn << ") : " << rt
-       << "\n";
-    os << "    %" << name << "f = linalg.fill ins(%zero : f32) outs(%" << name
-       << "e : " << rt << ") -> " << rt << "\n";
-    os << "    %" << name << "m = linalg.matmul ins(" << a << ", " << w << " : "
-       << aType << ", tensor<" << mat(k, n) << ">) outs(%" << name
-       << "f : " << rt << ") -> " << rt << "\n";
-    std::string result = "%" + name + "m";
-    if (s.bias) {
-      os << "    %" << name
-         << "b = linalg.generic {indexing_maps = [#col2, "
-            "#id2], iterator_types = [\"parallel\", \"parallel\"]} ins("
-         << bias << " : tensor<" << n << "x" << et << ">) outs(%" << name
-         << "m : " << rt << ") {\n    ^bb0(%bv: " << et << ", %a: f32):\n";
-      std::string bv = "%bv";
-      if (et != "f32") {
-        os << "      %bf = arith.extf %bv : " << et << " to f32\n";
-        bv = "%bf";
-      }
-      os << "      %sum = arith.addf %a, " << bv
-         << " : f32\n      linalg.yield %sum : f32\n    } -> " << rt << "\n";
-      result = "%" + name + "b";
-    }
-    return result;
+  std::map<std::string, Value> t;
+  for (const char *n :
+       {"w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o", "kv_lens"})
+    if (a.count(n))
+      t[n] = toTensor(b, loc, a[n], false);
+  Value init = toTensor(b, loc, a["out"], true);
+  auto ot = cast<RankedTensorType>(init.getType());
+  // The token count as a slice size: static when the spec fixes it.
+  const OpFoldResult tSize =
+      s.T ? OpFoldResult(b.getIndexAttr(*s.T)) : OpFoldResult(Tv);
+  const SmallVector<Value> tDyn =
+      s.T ? SmallVector<Value>{} : SmallVector<Value>{Tv};
+  auto rows = [&](int64_t n, Type e) {
+    return RankedTensorType::get({T, n}, e);
   };
-  auto heads = [&](const std::string &name, const std::string &y, int64_t count,
-                   int64_t width) {
-    const std::string ht = "tensor<1x" + T + "x" + std::to_string(count) + "x" +
-                           std::to_string(width) + "xf32>";
-    os << "    %" << name << " = tensor.expand_shape " << y
-       << " [[0, 1], [2, 3]] output_shape [1, " << tSize << ", " << count
-       << ", " << width << "] : " << rows(count * width, "f32") << " into "
-       << ht << "\n";
-    return ht;
-  };
-  const std::string xr = rows(s.d, et);
-  const std::string qt =
-      heads("q", gemm("q", "%xb", xr, "%w_qt", s.d, s.h * s.d_k, "%b_qt"), s.h,
-            s.d_k);
-  const std::string kt =
-      heads("k", gemm("k", "%xb", xr, "%w_kt", s.d, s.n_kv * s.d_k, "%b_kt"),
-            s.n_kv, s.d_k);
-  const std::string vt =
-      heads("v", gemm("v", "%xb", xr, "%w_vt", s.d, s.n_kv * s.d_v, "%b_vt"),
-            s.n_kv, s.d_v);
-  const std::string at = "tensor<1x" + T + "x" + std::to_string(s.h) + "x" +
-                         std::to_string(s.d_v) + "xf32>";
-  if (s.mask.padding)
-    os << "    %lb = tensor.extract_slice %lens[%b] [1] [1] : tensor<" << B
-       << "xi32> to tensor<1xi32>\n";
-  os << "    %ae = tensor.empty(" << tDyn << ") : " << at << "\n";
-  os << "    %att = mha.attention ins(%q, %k, %v : " << qt << ", " << kt << ", "
-     << vt << ")";
-  if (s.mask.padding)
-    os << " kv_lens(%lb : tensor<1xi32>)";
-  os << "\n           outs(%ae : " << at << ")\n           "
-     << attentionAttrs(s) << " -> " << at << "\n";
-  // Merge heads, output projection (+ bias), back to the element type.
-  os << "    %merged = tensor.collapse_shape %att [[0, 1], [2, 3]] : " << at
-     << " into " << rows(hdv, "f32") << "\n";
-  const std::string y =
-      gemm("o", "%merged", rows(hdv, "f32"), "%w_ot", hdv, s.d, "%b_ot");
-  const std::string ob = rows(s.d, et);
-  os << "    %cvt = tensor.empty(" << tDyn << ") : " << ob << "\n";
-  os << "    %yout = linalg.generic {indexing_maps = [#id2, #id2], "
-        "iterator_types = [\"parallel\", \"parallel\"]} ins("
-     << y << " : " << rows(s.d, "f32") << ") outs(%cvt : " << ob
-     << ") {\n    ^bb0(%yv: f32, %o: " << et << "):\n";
-  if (et != "f32")
-    os << "      %res = arith.truncf %yv : f32 to " << et
-       << "\n      linalg.yield %res : " << et << "\n";
-  else
-    os << "      linalg.yield %yv : f32\n";
-  os << "    } -> " << ob << "\n";
-  os << "    %next = tensor.insert_slice %yout into %acc[%b, 0, 0] [1, "
-     << tSize << ", " << D << "] [1, 1, 1] : " << ob << " into " << ot << "\n";
-  os << "    scf.yield %next : " << ot << "\n  }\n";
-  os << "  bufferization.materialize_in_destination %r in restrict writable "
-        "%out : ("
-     << ot << ", " << om << ") -> ()\n";
-  os << "  return\n}\n";
-  return os.str();
+  AffineMap id2 = b.getMultiDimIdentityMap(2);
+  AffineMap col2 =
+      AffineMap::get(2, 0, {b.getAffineDimExpr(1)}, b.getContext());
+  auto par2 =
+      SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel);
+
+  auto loop = b.create<scf::ForOp>(
+      loc, c0, Bv, c1, ValueRange{init},
+      [&](OpBuilder &lb, Location l, Value bIv, ValueRange iter) {
+        Value acc = iter[0];
+        auto xRows = rows(D, et);
+        Value xb = lb.create<tensor::ExtractSliceOp>(
+            l, xRows, xt,
+            ArrayRef<OpFoldResult>{bIv, lb.getIndexAttr(0), lb.getIndexAttr(0)},
+            ArrayRef<OpFoldResult>{lb.getIndexAttr(1), tSize,
+                                   lb.getIndexAttr(D)},
+            ArrayRef<OpFoldResult>{lb.getIndexAttr(1), lb.getIndexAttr(1),
+                                   lb.getIndexAttr(1)});
+        // y = a W (+ bias) in f32 rows [T, n].
+        auto gemm = [&](Value in, Value w, int64_t n,
+                        const char *bias) -> Value {
+          auto rt = rows(n, f32);
+          Value e = lb.create<tensor::EmptyOp>(l, rt, tDyn);
+          Value f = lb.create<linalg::FillOp>(l, zero, e).getResult(0);
+          Value m = lb.create<linalg::MatmulOp>(
+                          l, TypeRange{rt}, ValueRange{in, w}, ValueRange{f})
+                        .getResult(0);
+          if (!s.bias)
+            return m;
+          return lb
+              .create<linalg::GenericOp>(
+                  l, TypeRange{rt}, ValueRange{t[bias]}, ValueRange{m},
+                  ArrayRef<AffineMap>{col2, id2}, par2,
+                  [&](OpBuilder &g, Location gl, ValueRange args) {
+                    Value bv = args[0];
+                    if (!bv.getType().isF32())
+                      bv = g.create<arith::ExtFOp>(gl, g.getF32Type(), bv);
+                    g.create<linalg::YieldOp>(
+                        gl,
+                        g.create<arith::AddFOp>(gl, args[1], bv).getResult());
+                  })
+              .getResult(0);
+        };
+        // [T, count*width] -> [1, T, count, width]
+        auto heads = [&](Value y, int64_t count, int64_t width) -> Value {
+          auto ht = RankedTensorType::get({1, T, count, width}, f32);
+          return lb.create<tensor::ExpandShapeOp>(
+              l, ht, y, ArrayRef<ReassociationIndices>{{0, 1}, {2, 3}},
+              ArrayRef<OpFoldResult>{lb.getIndexAttr(1), tSize,
+                                     lb.getIndexAttr(count),
+                                     lb.getIndexAttr(width)});
+        };
+        Value q = heads(gemm(xb, t["w_q"], s.h * s.d_k, "b_q"), s.h, s.d_k);
+        Value k =
+            heads(gemm(xb, t["w_k"], s.n_kv * s.d_k, "b_k"), s.n_kv, s.d_k);
+        Value v =
+            heads(gemm(xb, t["w_v"], s.n_kv * s.d_v, "b_v"), s.n_kv, s.d_v);
+        Value lb1;
+        if (s.mask.padding)
+          lb1 = lb.create<tensor::ExtractSliceOp>(
+              l, RankedTensorType::get({1}, lb.getI32Type()), t["kv_lens"],
+              ArrayRef<OpFoldResult>{bIv},
+              ArrayRef<OpFoldResult>{lb.getIndexAttr(1)},
+              ArrayRef<OpFoldResult>{lb.getIndexAttr(1)});
+        auto at = RankedTensorType::get({1, T, s.h, s.d_v}, f32);
+        Value ae = lb.create<tensor::EmptyOp>(l, at, tDyn);
+        Value att = attention(lb, l, s, at, q, k, v, lb1, ae);
+        // Merge heads, output projection (+ bias), back to the element type.
+        Value merged = lb.create<tensor::CollapseShapeOp>(
+            l, rows(hdv, f32), att,
+            ArrayRef<ReassociationIndices>{{0, 1}, {2, 3}});
+        Value y = gemm(merged, t["w_o"], D, "b_o");
+        auto ob = rows(D, et);
+        Value cvt = lb.create<tensor::EmptyOp>(l, ob, tDyn);
+        Value yout =
+            lb.create<linalg::GenericOp>(
+                  l, TypeRange{ob}, ValueRange{y}, ValueRange{cvt},
+                  ArrayRef<AffineMap>{id2, id2}, par2,
+                  [&](OpBuilder &g, Location gl, ValueRange args) {
+                    Value r = args[0];
+                    if (r.getType() != args[1].getType())
+                      r = g.create<arith::TruncFOp>(gl, args[1].getType(), r);
+                    g.create<linalg::YieldOp>(gl, r);
+                  })
+                .getResult(0);
+        Value next = lb.create<tensor::InsertSliceOp>(
+            l, yout, acc,
+            ArrayRef<OpFoldResult>{bIv, lb.getIndexAttr(0), lb.getIndexAttr(0)},
+            ArrayRef<OpFoldResult>{lb.getIndexAttr(1), tSize,
+                                   lb.getIndexAttr(D)},
+            ArrayRef<OpFoldResult>{lb.getIndexAttr(1), lb.getIndexAttr(1),
+                                   lb.getIndexAttr(1)});
+        lb.create<scf::YieldOp>(l, ValueRange{next});
+      });
+  (void)ot;
+  storeResult(b, loc, loop.getResult(0), a["out"]);
 }
 
 } // namespace
 
-std::string kernelModuleText(const AttentionSpec &s, const std::string &fn) {
-  return s.op == Op::Sdpa ? sdpaModule(s, fn) : layerModule(s, fn);
+OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &ctx,
+                                        const AttentionSpec &s,
+                                        const std::string &fn) {
+  OpBuilder b(&ctx);
+  const Location loc = FileLineColLoc::get(&ctx, fn, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  b.setInsertionPointToEnd(module->getBody());
+  std::map<std::string, Value> args;
+  makeFunction(b, loc, fn, s, args);
+  if (s.op == Op::Sdpa)
+    sdpaBody(b, loc, s, args);
+  else
+    layerBody(b, loc, s, args);
+  // The module is the backend's own construction: a verifier failure is
+  // an internal error, reported with what MLIR said.
+  std::string diag;
+  {
+    ScopedDiagnosticHandler handler(&ctx, [&](Diagnostic &d) {
+      llvm::raw_string_ostream os(diag);
+      os << d << "\n";
+      return success();
+    });
+    if (failed(verify(*module)))
+      throw BackendError("", "internal error: the mha module built for " +
+                                 s.kernelName() + " does not verify:\n" + diag);
+  }
+  return module;
 }
 
 } // namespace mhagen::mlirbackend

@@ -20,7 +20,6 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
@@ -276,13 +275,9 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   ctx.loadAllAvailableDialects();
   DiagnosticCollector diags(ctx);
 
-  const std::string input = mlirbackend::kernelModuleText(s, fn);
   mlir::OwningOpRef<mlir::ModuleOp> module =
-      mlir::parseSourceString<mlir::ModuleOp>(input, &ctx, "mhagen-input");
-  if (!module)
-    throw BackendError("", "internal error: the generated mha module does "
-                           "not parse:\n" +
-                               diags.text + input);
+      mlirbackend::buildKernelModule(ctx, s, fn);
+  const std::string input = printModule(*module);
   if (dumpStages)
     r.irs["mlir"] = input;
   // MHAGEN_MLIR_DUMP=<dir>: the input and every stage's IR, written as the
