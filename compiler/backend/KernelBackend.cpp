@@ -24,6 +24,15 @@ ScheduleParams resolveSchedule(const ScheduleSpace &space,
   return p;
 }
 
+std::string refusalOf(const std::function<void()> &check) {
+  try {
+    check();
+  } catch (const BackendError &e) {
+    return e.what();
+  }
+  return "";
+}
+
 void checkEmitKinds(
     const std::set<std::string> &requested,
     const std::function<bool(const std::string &)> &allowed,

@@ -3,6 +3,8 @@
 // ABI model's tensors as parameters (templates/kernel_header.h.in).
 #include "mhagen/driver/Driver.h"
 
+#include "Toolchain.h"
+
 #include "mhagen/abi.h"
 #include "mhagen/abi_model.hpp"
 #include "mhagen/backend/AbiWrapper.h"
@@ -17,22 +19,10 @@
 #ifndef MHAGEN_VERSION
 #define MHAGEN_VERSION "0.0.0"
 #endif
-#ifndef MHAGEN_BUILD_RUNTIME_INCLUDE_DIR
-#define MHAGEN_BUILD_RUNTIME_INCLUDE_DIR ""
-#endif
-#ifndef MHAGEN_BUILD_RUNTIME_LIB_DIR
-#define MHAGEN_BUILD_RUNTIME_LIB_DIR ""
-#endif
 
 namespace mhagen {
 
 namespace fs = std::filesystem;
-
-static std::string upper(std::string s) {
-  for (char &c : s)
-    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
 
 KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
                             const BackendResult &result,
@@ -148,7 +138,7 @@ std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
                        {"BACKEND", toString(s.backend)},
                        {"HASH", s.hash()},
                        {"SPEC_COMMENT", comment},
-                       {"GUARD", upper(symbol)},
+                       {"GUARD", upperCase(symbol)},
                        {"H", std::to_string(s.h)},
                        {"KV", std::to_string(s.n_kv)},
                        {"DK", std::to_string(s.d_k)},

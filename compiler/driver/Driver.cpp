@@ -25,16 +25,6 @@
 
 #include <unistd.h>
 
-#ifndef MHAGEN_VERSION
-#define MHAGEN_VERSION "0.0.0"
-#endif
-#ifndef MHAGEN_BUILD_RUNTIME_INCLUDE_DIR
-#define MHAGEN_BUILD_RUNTIME_INCLUDE_DIR ""
-#endif
-#ifndef MHAGEN_BUILD_RUNTIME_LIB_DIR
-#define MHAGEN_BUILD_RUNTIME_LIB_DIR ""
-#endif
-
 namespace mhagen {
 
 namespace fs = std::filesystem;

@@ -28,7 +28,7 @@ namespace mhagen {
 
 namespace fs = std::filesystem;
 
-static std::string upper(std::string s) {
+std::string upperCase(std::string s) {
   for (char &c : s)
     c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
@@ -92,7 +92,7 @@ void writeBundle(const std::vector<GeneratedKernel> &kernels,
   fs::rename(tmp, obj, ec);
   if (ec)
     throw DriverError("cannot move " + tmp + " to " + obj);
-  std::string guard = "MHAGEN_BUNDLE_" + upper(name) + "_H";
+  std::string guard = "MHAGEN_BUNDLE_" + upperCase(name) + "_H";
   for (char &c : guard)
     if (!std::isalnum(static_cast<unsigned char>(c)))
       c = '_';

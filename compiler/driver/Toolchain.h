@@ -12,6 +12,8 @@ std::vector<std::string> cCompiler();
 /// Runs a tool; DriverError("<what> failed (...)") with its output if it
 /// fails.
 void runTool(std::vector<std::string> argv, const std::string &what);
+/// Upper case (the header guards of generated files).
+std::string upperCase(std::string s);
 
 } // namespace mhagen
 

@@ -233,13 +233,10 @@ class HalideKernelBackend final : public KernelBackend {
 public:
   Backend id() const override { return Backend::Halide; }
   std::string unsupportedReason(const AttentionSpec &s) const override {
-    try {
+    return refusalOf([&] {
       checkSpec(s);
       (void)hl::halideTargetInfo(s.target, s.dtype);
-    } catch (const BackendError &e) {
-      return e.what();
-    }
-    return "";
+    });
   }
   ScheduleSpace scheduleSpace(const AttentionSpec &s) const override {
     return halideScheduleSpace(s);

@@ -347,12 +347,7 @@ class MlirKernelBackend final : public KernelBackend {
 public:
   Backend id() const override { return Backend::Mlir; }
   std::string unsupportedReason(const AttentionSpec &s) const override {
-    try {
-      checkSpec(s);
-    } catch (const BackendError &e) {
-      return e.what();
-    }
-    return "";
+    return refusalOf([&] { checkSpec(s); });
   }
   ScheduleSpace scheduleSpace(const AttentionSpec &s) const override {
     return mlirScheduleSpace(s);

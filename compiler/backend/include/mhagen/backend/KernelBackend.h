@@ -45,6 +45,10 @@ ScheduleParams resolveSchedule(const ScheduleSpace &space,
                                const ScheduleParams &overrides,
                                const std::string &whose);
 
+/// "" if `check` returns, else the BackendError's message: how a backend
+/// turns its refusal checks into unsupportedReason.
+std::string refusalOf(const std::function<void()> &check);
+
 /// Throws BackendError("emit", why(kind)) for the first requested kind
 /// that `allowed(kind)` refuses.
 void checkEmitKinds(const std::set<std::string> &requested,
