@@ -11,6 +11,22 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
           s.mask.padding};
 }
 
+std::optional<int64_t> fixedCallSize(const abi::Dim &d,
+                                     const AttentionSpec &s) {
+  if (d.factors.size() != 1)
+    return std::nullopt;
+  switch (d.factors[0]) {
+  case abi::Size::Batch:
+    return s.B;
+  case abi::Size::TokensQ:
+    return s.T;
+  case abi::Size::TokensKv:
+    return s.op == Op::Layer ? s.T : s.T_kv;
+  default:
+    return std::nullopt;
+  }
+}
+
 namespace {
 
 std::string callSize(abi::Size sym) {

@@ -69,13 +69,7 @@ void constrainDims(OutputImageParam p, const abi::TensorModel &t,
     const abi::Dim &d = t.dims[i];
     dim.set_min(0);
     if (d.factors.size() == 1 && abi::isCallSize(d.factors[0])) {
-      std::optional<int64_t> fixed;
-      if (d.factors[0] == abi::Size::Batch)
-        fixed = s.B;
-      else if (d.factors[0] == abi::Size::TokensQ || s.op == Op::Layer)
-        fixed = s.T;
-      else
-        fixed = s.T_kv;
+      const std::optional<int64_t> fixed = backend::fixedCallSize(d, s);
       if (bindCallSizes && fixed)
         dim.set_extent(static_cast<int>(*fixed));
       continue;

@@ -112,15 +112,16 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   const int eb = m.elementBytes();
   const abi::AbiShape shape{layer, s.d,   s.h,    s.n_kv,
                             s.d_k, s.d_v, s.bias, s.padding};
-  const std::vector<const abi::TensorModel *> present = abi::tensors(shape);
+  // The model's table is walked in place: this runs on every call.
+  const std::vector<abi::TensorModel> &table = abi::allTensors();
   // Elements per token (or in all) of each data tensor, and its bytes,
   // checked once.
   auto overflows = [&](const abi::TensorModel &t) {
     const int64_t n = abi::denseInnerElements(t, shape, t.isSequence() ? 2 : 0);
     return n <= 0 || product({n, eb}).overflow;
   };
-  for (const abi::TensorModel *t : present)
-    if (t->elem == abi::Elem::Data && overflows(*t))
+  for (const abi::TensorModel &t : table)
+    if (abi::isPresent(t, shape) && t.elem == abi::Elem::Data && overflows(t))
       return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                   "the kernel's manifest has sizes whose products overflow "
                   "(h " +
@@ -157,7 +158,7 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   }
 
   // Pointers of tensors this kernel does not have must stay NULL.
-  for (const abi::TensorModel &t : abi::allTensors())
+  for (const abi::TensorModel &t : table)
     if (t.givenButAbsent && !abi::isPresent(t, shape) && t.pointer(*a))
       return fail(MHAGEN_ERR_INVALID_ARGUMENT, t.givenButAbsent);
 
@@ -185,16 +186,18 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     e = b + static_cast<uintptr_t>(abi::denseInnerElements(t, shape, 0) * eb);
     return int(MHAGEN_OK);
   };
-  for (const abi::TensorModel *t : present) {
-    if (t->output || t->elem != abi::Elem::Data)
+  for (const abi::TensorModel &m : table) {
+    const abi::TensorModel *t = &m;
+    if (!abi::isPresent(m, shape) || t->output || t->elem != abi::Elem::Data)
       continue;
     uintptr_t b = 0, e = 0;
     if ((rc = checkData(*t, b, e)) != MHAGEN_OK)
       return rc;
     inputs.push_back({t->name, b, e});
   }
-  for (const abi::TensorModel *t : present) {
-    if (!t->output)
+  for (const abi::TensorModel &m : table) {
+    const abi::TensorModel *t = &m;
+    if (!abi::isPresent(m, shape) || !t->output)
       continue;
     uintptr_t b = 0, e = 0;
     if ((rc = checkData(*t, b, e)) != MHAGEN_OK)
@@ -205,8 +208,9 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                     std::string(t->name) + " overlaps input " + r.name +
                         "; the output must not alias an input");
   }
-  for (const abi::TensorModel *t : present) {
-    if (t->elem != abi::Elem::Int32)
+  for (const abi::TensorModel &m : table) {
+    const abi::TensorModel *t = &m;
+    if (!abi::isPresent(m, shape) || t->elem != abi::Elem::Int32)
       continue;
     const auto *values = static_cast<const int32_t *>(t->pointer(*a));
     if (!values)

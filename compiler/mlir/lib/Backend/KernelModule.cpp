@@ -66,13 +66,8 @@ abiParams(OpBuilder &b, const AttentionSpec &s) {
   for (const abi::TensorModel *t : abi::tensors(shape)) {
     SmallVector<int64_t> dims;
     for (const abi::Dim &d : t->dims) {
-      const bool single = d.factors.size() == 1;
-      if (single && d.factors[0] == abi::Size::Batch)
-        dims.push_back(dimOf(s.B));
-      else if (single && d.factors[0] == abi::Size::TokensQ)
-        dims.push_back(dimOf(s.T));
-      else if (single && d.factors[0] == abi::Size::TokensKv)
-        dims.push_back(dimOf(s.op == Op::Layer ? s.T : s.T_kv));
+      if (d.factors.size() == 1 && abi::isCallSize(d.factors[0]))
+        dims.push_back(dimOf(backend::fixedCallSize(d, s)));
       else
         dims.push_back(abi::staticExtent(d, shape));
     }

@@ -9,6 +9,7 @@
 #include "mhagen/abi_model.hpp"
 #include "mhagen/spec/AttentionSpec.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@ namespace mhagen::backend {
 
 /// The ABI shape of a spec: which tensors its kernel has, and their sizes.
 abi::AbiShape abiShapeOf(const AttentionSpec &s);
+
+/// The value the spec fixes for a dimension that is a call size (B, T_q,
+/// T_kv), if it fixes one; nullopt for any other dimension. A layer's key
+/// tokens are its own tokens.
+std::optional<int64_t> fixedCallSize(const abi::Dim &d, const AttentionSpec &s);
 
 /// One tensor of a call, as C expressions over `a` (the mhagen_call_args
 /// pointer of the wrapper).
