@@ -108,7 +108,49 @@ const Shape kS1{"S1", 1, 512, 512, 32, 8, 128, true};
 const Shape kS2{"S2", 1, 2048, 2048, 32, 8, 128, true};
 const Shape kS3{"S3", 4, 512, 512, 12, 12, 64, false};
 const Shape kS2none{"S2none", 1, 2048, 2048, 32, 8, 128, false};
+// Decode and serving (issue 13): S4 (one token against a 4096-token
+// cache), batched decode, speculative decode (4 draft tokens) and a chunk
+// of prefill against a long cache.
 const Shape kDecode{"Decode", 1, 1, 4096, 32, 8, 128, true};
+const Shape kBatchDecode{"BatchDecode", 16, 1, 4096, 32, 8, 128, true};
+const Shape kSpecDecode{"SpecDecode", 1, 4, 4096, 32, 8, 128, true};
+const Shape kChunkPrefill{"ChunkPrefill", 1, 512, 8192, 32, 8, 128, true};
+
+bool isDecodeShape(const Shape &s) {
+  return s.Tq < s.Tkv; // reads a KV cache longer than its queries
+}
+
+// ---- memory bandwidth
+// --------------------------------------------------------
+
+// STREAM triad a = b + s c over arrays far larger than the L3 slice a core
+// sees, GB/s counted as 3 arrays moved (the write-allocate of a is not
+// counted, as in STREAM): best of several runs with `threads` threads.
+double measureTriad(int threads) {
+  const size_t n = size_t(1) << 25; // 128 MiB per array
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<std::thread> ts;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&, t] {
+        const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
+        for (size_t i = lo; i < hi; ++i)
+          a[i] = b[i] + 3.0f * c[i];
+      });
+    for (auto &th : ts)
+      th.join();
+    double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    benchmark::DoNotOptimize(a.data());
+    best = std::max(best, 3.0 * n * sizeof(float) / sec / 1e9);
+  }
+  return best;
+}
+
+std::map<int, double> gTriad; // threads -> triad GB/s
 
 std::string gKernelDir;
 
@@ -153,6 +195,10 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
   state.counters["pct_fma_peak"] =
       100.0 * (useful * iters / total / 1e9) / gPeak[threads];
   state.counters["ms"] = 1e3 * total / iters;
+  // K and V as stored, read once: the floor a decode step cannot beat.
+  const double kvBytes = static_cast<double>(size.B) * size.Tkv * spec.n_kv *
+                         (spec.d_k + spec.d_v) * dtypeBytes(spec.dtype);
+  state.counters["kv_gbs"] = kvBytes * iters / total / 1e9;
 }
 
 enum class Impl { Mhagen, MhagenMlir, Naive, Blas, Dnnl };
@@ -328,6 +374,12 @@ void peakBench(benchmark::State &state, int threads) {
   state.counters["gflops"] = gPeak[threads];
 }
 
+void triadBench(benchmark::State &state, int threads) {
+  for (auto _ : state)
+    state.SetIterationTime(1.0);
+  state.counters["gbs"] = gTriad[threads];
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -353,20 +405,27 @@ int main(int argc, char **argv) {
         ("Peak/fma_f32/threads:" + std::to_string(t)).c_str(), peakBench, t)
         ->UseManualTime()
         ->Iterations(1);
+    gTriad[t] = measureTriad(t);
+    benchmark::RegisterBenchmark(
+        ("Peak/triad/threads:" + std::to_string(t)).c_str(), triadBench, t)
+        ->UseManualTime()
+        ->Iterations(1);
   }
   const bool bf16Cpu = mhagen_cpu_has("avx512_bf16");
-  for (const Shape &sh : {kS1, kS2, kS3, kS2none, kDecode})
+  for (const Shape &sh : {kS1, kS2, kS3, kS2none, kDecode, kBatchDecode,
+                          kSpecDecode, kChunkPrefill})
     for (bool bf16 : {false, true})
       for (int t : {1, 2})
         for (Impl impl : {Impl::Mhagen, Impl::MhagenMlir, Impl::Naive,
                           Impl::Blas, Impl::Dnnl}) {
           if (sh.name == std::string("S2none") && impl != Impl::Mhagen)
             continue; // only to show what causal saves
-          if (impl == Impl::MhagenMlir && (sh.name == std::string("Decode") ||
-                                           sh.name == std::string("S2none")))
-            continue; // the MLIR comparison is on S1-S3
+          if (impl == Impl::MhagenMlir && sh.name == std::string("S2none"))
+            continue;
           if (impl == Impl::Naive && (t != 1 || bf16))
             continue; // the reference is single-threaded f32 math
+          if (impl == Impl::Naive && isDecodeShape(sh) && sh.Tq * sh.B > 4)
+            continue; // minutes per call
           if (bf16 && impl == Impl::Dnnl && !bf16Cpu)
             continue;
           if (bf16 && impl == Impl::Blas)

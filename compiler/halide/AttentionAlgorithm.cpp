@@ -32,6 +32,11 @@ int channelBlockFor(int64_t dv, int preferred) {
 //       l        = l e^(m-m') + ts e^(tm-m');  m = m'
 //     O[i, c] = l > 0 ? acc / l : 0
 //
+// Split-KV (tiles.splitKv, the decode variant; docs/design.md §1): the key
+// tiles a query tile visits are cut into `splits` chunks sp, the scan runs
+// per chunk into its own (acc, m, l), and a merge rescales every chunk to
+// the largest m and sums.
+//
 // Each key tile's softmax is taken against the tile's own max, so P, its
 // row sum and P*V are ordinary per-tile Funcs; only the merge into the
 // running state is a scan. Halide Tuple elements share dimensions, so the
@@ -74,6 +79,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
             &b = v.b, &cb = v.cb, &g = v.g, &hd = v.hd;
   const Expr Tq = in.tq, Tkv = in.tkv;
   const float scale = static_cast<float>(s.effectiveScale());
+  auto name = [&](const char *n) { return tiles.prefix + n; };
 
   // Row i of a tile: head ho*HP + i%HP, token qo*TT + i/HP. Tokens past
   // the end (and padding rows) repeat the last token; they are computed
@@ -89,7 +95,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
   // Which keys each row may see (docs/design.md §2). The rows' absolute
   // positions are a small table per tile, so the predicate is a vector
   // load and compares (i / HP spelled inline would split the vectors).
-  st.rowPos = Func("row_pos");
+  st.rowPos = Func(name("row_pos"));
   st.rowPos(i, qo) = pos;
   const Expr rowPos = st.rowPos(i, qo);
   Expr visible = key < Tkv;
@@ -100,30 +106,31 @@ AttentionStages defineAttention(const AttentionSpec &s,
   if (s.mask.padding)
     visible = visible && key < in.kvLen(b);
 
-  st.rj = RDom(0, KT, "rj");
+  st.rj = RDom(0, KT, name("rj"));
   if (!tiles.bf16Dot) {
-    st.qTile = Func("q_tile");
+    st.qTile = Func(name("q_tile"));
     st.qTile(i, c, qo, ho, b) = in.q(c, head, tokenClamped, b) * scale;
 
-    Func kRead("k_read"), vRead("v_read"); // a key tile as (c, j, kt, g, b)
+    Func kRead(name("k_read")),
+        vRead(name("v_read")); // a key tile as (c, j, kt, g, b)
     kRead(c, j, kt, g, b) = in.k(c, g, min(kt * KT + j, Tkv - 1), b);
     vRead(c, j, kt, g, b) = in.v(c, g, min(kt * KT + j, Tkv - 1), b);
     if (tiles.stageKv) {
-      st.kTile = Func("k_tile");
+      st.kTile = Func(name("k_tile"));
       st.kTile(c, j, kt, g, b) = kRead(c, j, kt, g, b);
-      st.vTile = Func("v_tile");
+      st.vTile = Func(name("v_tile"));
       st.vTile(c, j, kt, g, b) = vRead(c, j, kt, g, b);
       kRead = st.kTile;
       vRead = st.vTile;
     }
 
     // S = Q K^T for one key tile.
-    st.rc = RDom(0, static_cast<int>(s.d_k), "rc");
-    st.scoresAcc = Func("scores_acc");
+    st.rc = RDom(0, static_cast<int>(s.d_k), name("rc"));
+    st.scoresAcc = Func(name("scores_acc"));
     st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
     st.scoresAcc(i, j, kt, qo, ho, b) +=
         st.qTile(i, st.rc, qo, ho, b) * kRead(st.rc, j, kt, kvHead, b);
-    st.scores = Func("scores");
+    st.scores = Func(name("scores"));
     st.scores(i, j, kt, qo, ho, b) =
         select(visible, st.scoresAcc(i, j, kt, qo, ho, b), kLowest);
   } else {
@@ -131,38 +138,38 @@ AttentionStages defineAttention(const AttentionSpec &s,
     // bf16 values (the scale is applied to the f32 dot product).
     const Var &p = v.p;
     Var c2("c2");
-    st.qTile = Func("q_tile");
+    st.qTile = Func(name("q_tile"));
     st.qTile(p, i, c2, qo, ho, b) = in.qRaw(2 * c2 + p, head, tokenClamped, b);
     // K rows of the key tile, copied dense (the clamped key index then
     // stays out of the inner loop's addressing).
-    st.kTile = Func("k_rows");
+    st.kTile = Func(name("k_rows"));
     st.kTile(c, j, kt, g, b) = in.kRaw(c, g, min(kt * KT + j, Tkv - 1), b);
-    st.rc = RDom(0, 2, 0, static_cast<int>(s.d_k / 2), "rc");
-    st.scoresAcc = Func("scores_acc");
+    st.rc = RDom(0, 2, 0, static_cast<int>(s.d_k / 2), name("rc"));
+    st.scoresAcc = Func(name("scores_acc"));
     st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
     st.scoresAcc(i, j, kt, qo, ho, b) +=
         cast<float>(st.qTile(st.rc.x, i, st.rc.y, qo, ho, b)) *
         cast<float>(st.kTile(2 * st.rc.y + st.rc.x, j, kt, kvHead, b));
-    st.scores = Func("scores");
+    st.scores = Func(name("scores"));
     st.scores(i, j, kt, qo, ho, b) =
         select(visible, st.scoresAcc(i, j, kt, qo, ho, b) * scale, kLowest);
   }
 
   // Softmax of the tile against its own row max.
-  st.tileMax = Func("tile_max");
+  st.tileMax = Func(name("tile_max"));
   st.tileMax(i, kt, qo, ho, b) = kLowest;
   st.tileMax(i, kt, qo, ho, b) =
       max(st.tileMax(i, kt, qo, ho, b), st.scores(i, st.rj, kt, qo, ho, b));
-  st.probs = Func("probs");
+  st.probs = Func(name("probs"));
   st.probs(i, j, kt, qo, ho, b) =
       select(visible,
              expNonPositive(st.scores(i, j, kt, qo, ho, b) -
                             st.tileMax(i, kt, qo, ho, b)),
              0.0f);
 
-  st.pvAcc = Func("pv_acc");
+  st.pvAcc = Func(name("pv_acc"));
   st.pvAcc(i, c, kt, qo, ho, b) = 0.0f;
-  st.tileSum = Func("tile_sum");
+  st.tileSum = Func(name("tile_sum"));
   st.tileSum(i, kt, qo, ho, b) = 0.0f;
   if (!tiles.bf16Dot) {
     st.tileSum(i, kt, qo, ho, b) += st.probs(i, st.rj, kt, qo, ho, b);
@@ -176,24 +183,24 @@ AttentionStages defineAttention(const AttentionSpec &s,
     // values so that the normalisation matches what P V saw.
     const Var &p = v.p;
     Var j2("j2");
-    st.probsBf16 = Func("probs_bf16");
+    st.probsBf16 = Func(name("probs_bf16"));
     st.probsBf16(p, i, j2, kt, qo, ho, b) =
         cast(BFloat(16), st.probs(i, 2 * j2 + p, kt, qo, ho, b));
-    st.rjPairs = RDom(0, 2, 0, KT / 2, "rjp");
+    st.rjPairs = RDom(0, 2, 0, KT / 2, name("rjp"));
     st.tileSum(i, kt, qo, ho, b) +=
         cast<float>(st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b));
     // V rows copied dense first, then interleaved in key pairs: a key
     // index clamped per lane would turn the loads into gathers.
-    st.vRows = Func("v_rows");
+    st.vRows = Func(name("v_rows"));
     st.vRows(c, j, kt, g, b) = in.vRaw(c, g, min(kt * KT + j, Tkv - 1), b);
-    st.vTile = Func("v_pairs");
+    st.vTile = Func(name("v_pairs"));
     st.vTile(p, c, j2, kt, g, b) = st.vRows(c, 2 * j2 + p, kt, g, b);
     st.pvAcc(i, c, kt, qo, ho, b) +=
         cast<float>(
             st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b)) *
         cast<float>(st.vTile(st.rjPairs.x, c, st.rjPairs.y, kt, kvHead, b));
   }
-  st.pv = Func("pv");
+  st.pv = Func(name("pv"));
   st.pv(i, c, kt, qo, ho, b) = st.pvAcc(i, c, kt, qo, ho, b);
 
   // The key tiles a query tile must visit: the mask hides the rest
@@ -205,28 +212,63 @@ AttentionStages defineAttention(const AttentionSpec &s,
   Expr lo = 0;
   if (s.mask.isCausal())
     hi = min(hi, (lastToken + (Tkv - Tq)) / KT); // floor division
+  // Without the padding limit: what split-KV divides into chunks (a
+  // length loaded from memory in the chunk size trips a Halide 14
+  // simplifier error; chunks past the padding length are empty).
+  const Expr hiUnpadded = hi;
   if (s.mask.padding)
     hi = min(hi, (in.kvLen(b) - 1) / KT);
   if (s.mask.window > 0)
     lo =
         max(0, (firstToken + (Tkv - Tq) - static_cast<int>(s.mask.window) + 1) /
                    KT);
+  // Split-KV: chunk sp of `splits` covers key tiles lo + sp*chunk ...,
+  // at most `chunk` of them. The count comes from the call's sizes: enough
+  // chunks that B x head blocks x query tiles x chunks reaches the target
+  // task count, never a chunk shorter than splitMinKeyTiles.
+  const bool split = tiles.splitKv;
+  const Var &sp = v.sp;
+  if (split && tiles.splitTasks > 0) {
+    const Expr baseTasks =
+        in.batch * static_cast<int>(s.h / HP) * ((Tq + TT - 1) / TT);
+    const Expr wanted = (tiles.splitTasks + baseTasks - 1) / baseTasks;
+    const Expr byKeys = max(1, numKeyTiles / tiles.splitMinKeyTiles);
+    st.splits = clamp(wanted, 1, min(byKeys, kMaxKvSplits));
+  } else {
+    st.splits = 1;
+  }
   // The scan runs over key tiles lo + rt: the window's first tile is an
   // offset and the causal/padding limit a predicate on the last, which
   // Halide turns into the loop's trip count (visible in the .stmt).
-  st.rt = RDom(0, numKeyTiles, "rt");
-  const Expr keyTile = lo + st.rt;
-  if (s.mask.isCausal() || s.mask.padding || s.mask.window > 0)
-    st.rt.where(keyTile <= hi);
+  Expr keyTile;
+  if (split) {
+    // Every chunk gets `chunk` key tiles of the range the causal and window
+    // limits leave; the padding limit then cuts the scan like any mask.
+    // keyTile stays an affine expression of rt, so bounds inference stages
+    // exactly one K/V tile per step.
+    const Expr chunk = max(1, (hiUnpadded - lo + st.splits) / st.splits);
+    st.rt = RDom(0, (numKeyTiles + st.splits - 1) / st.splits, name("rt"));
+    keyTile = lo + sp * chunk + st.rt;
+    st.rt.where(st.rt < chunk && keyTile <= hi);
+  } else {
+    st.rt = RDom(0, numKeyTiles, name("rt"));
+    keyTile = lo + st.rt;
+    if (s.mask.isCausal() || s.mask.padding || s.mask.window > 0)
+      st.rt.where(keyTile <= hi);
+  }
 
   // The running state, merged one key tile at a time.
-  st.state = Func("state");
+  st.state = Func(name("state"));
+  std::vector<Var> stateVars = {i, cb, qo, ho, b};
+  if (split)
+    stateVars = {i, cb, sp, qo, ho, b};
+  const std::vector<Expr> stateAt(stateVars.begin(), stateVars.end());
   std::vector<Expr> init(static_cast<size_t>(CB), 0.0f);
   init.push_back(kLowest); // m
   init.push_back(0.0f);    // l
-  st.state(i, cb, qo, ho, b) = Tuple(init);
-  const Expr m = st.state(i, cb, qo, ho, b)[CB];
-  const Expr l = st.state(i, cb, qo, ho, b)[CB + 1];
+  st.state(stateVars) = Tuple(init);
+  const Expr m = st.state(stateAt)[CB];
+  const Expr l = st.state(stateAt)[CB + 1];
   const Expr tm = st.tileMax(i, keyTile, qo, ho, b);
   // One of the two rescale factors is always 1: the new max is either the
   // old one or the tile's. One exp per row and tile.
@@ -236,11 +278,40 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Expr beta = select(diff >= 0, e, 1.0f);  // rescales this tile
   std::vector<Expr> next;
   for (int k = 0; k < CB; ++k)
-    next.push_back(st.state(i, cb, qo, ho, b)[k] * alpha +
+    next.push_back(st.state(stateAt)[k] * alpha +
                    st.pv(i, cb * CB + k, keyTile, qo, ho, b) * beta);
   next.push_back(max(m, tm));
   next.push_back(l * alpha + st.tileSum(i, keyTile, qo, ho, b) * beta);
-  st.state(i, cb, qo, ho, b) = Tuple(next);
+  st.state(stateAt) = Tuple(next);
+
+  // Split-KV merge (the second, small pass): every chunk's (acc, l) is
+  // rescaled to the largest chunk max M and summed,
+  //   acc = sum_sp acc_sp e^(m_sp - M),  l = sum_sp l_sp e^(m_sp - M).
+  // A chunk that saw no key has m = lowest and l = acc = 0, so it adds 0.
+  Func rows = st.state; // what the output reads: (acc..., l at index lIdx)
+  int lIdx = CB + 1;
+  if (split) {
+    st.partial = Func(name("partial"));
+    st.partial(i, cb, sp, qo, ho, b) = st.state(i, cb, sp, qo, ho, b);
+    st.rs = RDom(0, st.splits, name("rs"));
+    st.mergeMax = Func(name("merge_max"));
+    st.mergeMax(i, cb, qo, ho, b) = kLowest;
+    st.mergeMax(i, cb, qo, ho, b) = max(
+        st.mergeMax(i, cb, qo, ho, b), st.partial(i, cb, st.rs, qo, ho, b)[CB]);
+    st.merged = Func(name("merged"));
+    st.merged(i, cb, qo, ho, b) =
+        Tuple(std::vector<Expr>(static_cast<size_t>(CB) + 1, 0.0f));
+    const Expr w = expNonPositive(st.partial(i, cb, st.rs, qo, ho, b)[CB] -
+                                  st.mergeMax(i, cb, qo, ho, b));
+    std::vector<Expr> sum;
+    for (int k = 0; k <= CB; ++k)
+      sum.push_back(st.merged(i, cb, qo, ho, b)[k] +
+                    st.partial(i, cb, st.rs, qo, ho, b)[k < CB ? k : CB + 1] *
+                        w);
+    st.merged(i, cb, qo, ho, b) = Tuple(sum);
+    rows = st.merged;
+    lIdx = CB;
+  }
 
   // Normalise and unpack rows back to (channel, head, token). A row that
   // saw no key has l = 0 and outputs zeros.
@@ -248,9 +319,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Expr row = (t % TT) * HP + hd % HP;
   std::vector<Expr> channels;
   for (int k = 0; k < CB; ++k)
-    channels.push_back(st.state(row, c / CB, t / TT, hd / HP, b)[k]);
-  const Expr lsum = st.state(row, c / CB, t / TT, hd / HP, b)[CB + 1];
-  st.out = Func("attention");
+    channels.push_back(rows(row, c / CB, t / TT, hd / HP, b)[k]);
+  const Expr lsum = rows(row, c / CB, t / TT, hd / HP, b)[lIdx];
+  st.out = Func(name("attention"));
   st.out(c, hd, t, b) =
       select(lsum > 0.0f, mux(c % CB, channels) / max(lsum, kTinySum), 0.0f);
   return st;

@@ -11,6 +11,8 @@
 #include <Halide.h>
 
 #include <functional>
+#include <optional>
+#include <string>
 
 namespace mhagen::hl {
 
@@ -25,6 +27,7 @@ struct AttentionVars {
   Halide::Var g{"g"};         // key/value head
   Halide::Var p{"p"};         // element of a bf16 pair (0, 1)
   Halide::Var n{"n"};         // projection output feature
+  Halide::Var sp{"sp"};       // split of the key axis (split-KV decode)
 };
 
 /// The tile shape of the flash form. A query tile packs `headsPerTile`
@@ -44,7 +47,19 @@ struct AttentionTiles {
   /// products (vdpbf16ps). Q and K stay bf16, P is rounded to bf16, and
   /// V is copied per key tile into key-pair-interleaved rows.
   bool bf16Dot = false;
+  /// Split-KV (FlashDecoding): when > 0, the key axis of each query tile
+  /// is cut into up to kMaxKvSplits chunks so that batch x head blocks x
+  /// query tiles x chunks reaches about `splitTasks` parallel tasks; each
+  /// chunk leaves a partial (acc, max, sum) and a merge pass combines
+  /// them. The count is an expression of the call's sizes (B, T_q, T_kv).
+  int splitTasks = 0;
+  bool splitKv = false;     ///< the split structure (splitTasks 0: 1 chunk)
+  int splitMinKeyTiles = 1; ///< no chunk shorter than this many key tiles
+  std::string prefix;       ///< prepended to every Func name (two variants)
 };
+
+/// The most chunks one query tile's key axis is cut into.
+constexpr int kMaxKvSplits = 64;
 
 /// Inputs of the attention core as f32 Funcs over (c, head, token, batch);
 /// with bf16Dot also in their storage type (qRaw, kRaw, vRaw).
@@ -52,6 +67,7 @@ struct AttentionInputs {
   Halide::Func q, k, v;
   Halide::Func qRaw, kRaw, vRaw;
   Halide::Expr tq, tkv; ///< query and key/value lengths
+  Halide::Expr batch;   ///< B (the split count depends on it)
   Halide::Func kvLen;   ///< kvLen(b): keys visible in batch b (padding)
   bool hasKvLen = false;
 };
@@ -73,7 +89,15 @@ struct AttentionStages {
   Halide::Func tileSum;   ///< row sum of probs
   Halide::Func pvAcc;     ///< pvAcc(i, c, kt, qo, ho, b) = probs . v
   Halide::Func pv;
-  Halide::Func state;   ///< running (acc[channelBlock], max, sum) per row
+  Halide::Func state;    ///< running (acc[channelBlock], max, sum) per row
+                         ///< (split-KV: per chunk sp of the key axis)
+  Halide::Func partial;  ///< split-KV: state of each chunk, materialised
+  Halide::Func mergeMax; ///< split-KV: max over chunks of the row max
+  Halide::Func merged;   ///< split-KV: (acc[channelBlock], sum) rescaled to
+                         ///< mergeMax and summed over chunks
+  Halide::RDom rs;       ///< split-KV: over the chunks
+  Halide::Expr splits;   ///< chunks per query tile (1 without split-KV)
+
   Halide::Func out;     ///< out(c, hd, t, b) = acc / sum (0 if all masked)
   Halide::RDom rc;      ///< over dk (the QK^T dot); with bf16Dot
                         ///< (pair, dk/2)

@@ -55,6 +55,21 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
        bf16DotOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
        "bf16 pairwise dot products (vdpbf16ps) for QK^T and PV"},
   };
+  // Decode (issue 13): a second variant of the attention core for
+  // T_q <= decode_tokens, chosen at call time, whose key axis is split
+  // over parallel tasks. sdpa only (a layer's T_kv is its T_q).
+  space.params.push_back(
+      {"decode_tokens",
+       layer ? std::vector<int64_t>{0}
+             : std::vector<int64_t>{0, 1, 2, 4, 8, 16},
+       "query tokens per tile of the decode variant (0: no decode variant)"});
+  space.params.push_back({"split_tasks",
+                          {0, 1, 2, 4, 8, 16},
+                          "decode: parallel tasks per core the key-axis "
+                          "split aims for (0: no split)"});
+  space.params.push_back({"split_min_keys",
+                          {64, 128, 256, 512, 1024, 2048},
+                          "decode: fewest keys per chunk of the split"});
   if (layer) {
     space.params.push_back(
         {"gemm_cols", {16, 24, 32, 48, 64}, "output features per GEMM block"});
@@ -91,6 +106,19 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // 172 ms widened (2 threads). The dot product stays in the search space
   // (bf16_dot = 1) for CPUs where it is the faster instruction.
   d["bf16_dot"] = 0;
+  // Decode tile: the GQA group's heads times as many tokens as fill one
+  // vector, so a T_q = 1 step computes no padding tokens (the prefill
+  // tile's 16 tokens made S4 compute 16x the rows it needs: 4.9 ms
+  // against 2.1 ms at 2 threads on a Sapphire Rapids, bench/RESULTS.md).
+  d["decode_tokens"] = 0;
+  if (!layer)
+    for (int64_t t : {1, 2, 4, 8, 16})
+      if (t * heads <= vw)
+        d["decode_tokens"] = t;
+  if (!layer && d["decode_tokens"] == 0)
+    d["decode_tokens"] = 1;
+  d["split_tasks"] = 4;
+  d["split_min_keys"] = 256;
   if (layer) {
     d["gemm_cols"] = vw == 16 ? 48 : 24;
     d["gemm_rows"] = vw == 16 ? 8 : 4;
@@ -121,6 +149,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
              ") must be a multiple of s_rows and pv_rows";
     if (rowsT > 256)
       return "more than 256 rows per tile";
+    if (p.at("decode_tokens") > 0 &&
+        roundUp(hpT * p.at("decode_tokens"), w) > 256)
+      return "more than 256 rows per decode tile";
     if (p.at("key_tile") % p.at("s_keys"))
       return "key_tile must be a multiple of s_keys";
     if (p.at("bf16_dot") && (p.at("key_tile") % 2 || p.at("stage_kv")))
@@ -187,45 +218,15 @@ AttentionTiles cpuAttentionTiles(const AttentionSpec &s,
   return t;
 }
 
-void scheduleAttentionCpu(AttentionStages st, Func output,
-                          const AttentionVars &v, const AttentionSpec &s,
-                          const ScheduleParams &p) {
+// Per key tile (inside the scan over key tiles of `st.state`): QK^T in
+// sRows x sKeys register blocks, the tile's softmax with rows in vector
+// lanes, PV in pvRows x pvChans blocks. Shared by the prefill and the
+// split-KV decode variants.
+static void scheduleKeyTileCpu(AttentionStages st, const AttentionVars &v,
+                               int vw, int sRows, int sKeys, int pvRows,
+                               int pvChans) {
   const AttentionTiles &tl = st.tiles;
-  const int vw = static_cast<int>(get(p, "vector_width"));
-  const int sRows = static_cast<int>(get(p, "s_rows"));
-  const int sKeys = static_cast<int>(get(p, "s_keys"));
-  const int pvRows = static_cast<int>(get(p, "pv_rows"));
-  const int pvChans = static_cast<int>(get(p, "pv_chans"));
-  const bool headsInner = get(p, "task_order") == 0;
-  const int CB = tl.channelBlock;
-
-  // The parallel loop: one task per (batch, head block, query tile). Each
-  // task stores its tile of the output from the finished state.
-  Var to("to"), ti("ti"), hb("hb"), hi("hi"), co("co"), ck("ck"), task("task");
-  output.bound(v.c, 0, static_cast<int>(s.d_v))
-      .bound(v.hd, 0, static_cast<int>(s.h))
-      .split(v.t, to, ti, tl.tokensPerTile, TailStrategy::GuardWithIf)
-      .split(v.hd, hb, hi, tl.headsPerTile, TailStrategy::RoundUp)
-      .split(v.c, co, ck, CB, TailStrategy::RoundUp);
-  if (headsInner)
-    output.reorder(ck, co, hi, ti, hb, to, v.b).fuse(hb, to, task);
-  else
-    output.reorder(ck, co, hi, ti, to, hb, v.b).fuse(to, hb, task);
-  output.fuse(task, v.b, task).parallel(task).unroll(ck);
-
-  // Per task: the query tile, then the scan over visible key tiles.
-  if (tl.bf16Dot)
-    st.qTile.compute_at(output, task).vectorize(v.p).vectorize(v.i, vw);
-  else
-    st.qTile.compute_at(output, task).vectorize(v.i, vw);
-  st.rowPos.compute_at(output, task).vectorize(v.i, vw);
-  st.state.compute_at(output, task)
-      .align_bounds(v.i, tl.rows)
-      .vectorize(v.i, vw);
-  st.state.update().reorder(v.i, v.cb, st.rt).vectorize(v.i, vw);
-
-  // Per key tile (inside the scan): QK^T in sRows x sKeys register blocks.
-  Var io("io"), ii("ii"), jo("jo"), ji("ji"), ci("ci");
+  Var io("io"), ii("ii"), jo("jo"), ji("ji"), ci("ci"), co("co");
   st.scores.compute_at(st.state, st.rt)
       .split(v.i, io, ii, sRows)
       .split(v.j, jo, ji, sKeys)
@@ -307,6 +308,109 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
     st.vTile.compute_at(st.state, st.rt)
         .vectorize(v.c, vw, TailStrategy::GuardWithIf);
   }
+}
+
+void scheduleAttentionCpu(AttentionStages st, Func output,
+                          const AttentionVars &v, const AttentionSpec &s,
+                          const ScheduleParams &p) {
+  const AttentionTiles &tl = st.tiles;
+  const int vw = static_cast<int>(get(p, "vector_width"));
+  const int sRows = static_cast<int>(get(p, "s_rows"));
+  const int sKeys = static_cast<int>(get(p, "s_keys"));
+  const int pvRows = static_cast<int>(get(p, "pv_rows"));
+  const int pvChans = static_cast<int>(get(p, "pv_chans"));
+  const bool headsInner = get(p, "task_order") == 0;
+  const int CB = tl.channelBlock;
+
+  // The parallel loop: one task per (batch, head block, query tile). Each
+  // task stores its tile of the output from the finished state.
+  Var to("to"), ti("ti"), hb("hb"), hi("hi"), co("co"), ck("ck"), task("task");
+  output.bound(v.c, 0, static_cast<int>(s.d_v))
+      .bound(v.hd, 0, static_cast<int>(s.h))
+      .split(v.t, to, ti, tl.tokensPerTile, TailStrategy::GuardWithIf)
+      .split(v.hd, hb, hi, tl.headsPerTile, TailStrategy::RoundUp)
+      .split(v.c, co, ck, CB, TailStrategy::RoundUp);
+  if (headsInner)
+    output.reorder(ck, co, hi, ti, hb, to, v.b).fuse(hb, to, task);
+  else
+    output.reorder(ck, co, hi, ti, to, hb, v.b).fuse(to, hb, task);
+  output.fuse(task, v.b, task).parallel(task).unroll(ck);
+
+  // Per task: the query tile, then the scan over visible key tiles.
+  if (tl.bf16Dot)
+    st.qTile.compute_at(output, task).vectorize(v.p).vectorize(v.i, vw);
+  else
+    st.qTile.compute_at(output, task).vectorize(v.i, vw);
+  st.rowPos.compute_at(output, task).vectorize(v.i, vw);
+  st.state.compute_at(output, task)
+      .align_bounds(v.i, tl.rows)
+      .vectorize(v.i, vw);
+  st.state.update().reorder(v.i, v.cb, st.rt).vectorize(v.i, vw);
+
+  scheduleKeyTileCpu(st, v, vw, sRows, sKeys, pvRows, pvChans);
+}
+
+std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
+                                             const ScheduleParams &p,
+                                             const HalideTargetInfo &target) {
+  const int64_t tokens = get(p, "decode_tokens");
+  if (tokens == 0 || s.op != Op::Sdpa || (s.T && *s.T > tokens))
+    return std::nullopt;
+  AttentionTiles t = cpuAttentionTiles(s, p);
+  t.tokensPerTile = static_cast<int>(tokens);
+  t.rows = static_cast<int>(
+      roundUp(t.headsPerTile * tokens, get(p, "vector_width")));
+  // Tasks per core times the cores of the target's machine model.
+  t.splitTasks = static_cast<int>(get(p, "split_tasks") *
+                                  target.machine->coresOrDefault());
+  t.splitMinKeyTiles = static_cast<int>(
+      std::max<int64_t>(1, get(p, "split_min_keys") / t.keyTile));
+  t.splitKv = true;
+  t.prefix = "dec_";
+  return t;
+}
+
+void scheduleDecodeCpu(AttentionStages st, const AttentionVars &v,
+                       const ScheduleParams &p) {
+  const AttentionTiles &tl = st.tiles;
+  const int vw = static_cast<int>(get(p, "vector_width"));
+  // The decode tile is one or two vectors of rows: register blocks that
+  // do not divide it fall back to one vector.
+  auto block = [&](const char *name) {
+    const int r = static_cast<int>(get(p, name));
+    return tl.rows % r == 0 ? r : vw;
+  };
+  const int sKeys = static_cast<int>(get(p, "s_keys"));
+  const int pvChans = static_cast<int>(get(p, "pv_chans"));
+
+  // The parallel loop: one task per (chunk of the key axis, head block,
+  // query tile, batch), each leaving its partial state.
+  Var task("dtask");
+  st.partial.compute_root()
+      .bound(v.i, 0, tl.rows)
+      .reorder(v.i, v.cb, v.sp, v.ho, v.qo, v.b)
+      .fuse(v.sp, v.ho, task)
+      .fuse(task, v.qo, task)
+      .fuse(task, v.b, task)
+      .parallel(task)
+      .vectorize(v.i, vw);
+  if (tl.bf16Dot)
+    st.qTile.compute_at(st.partial, task).vectorize(v.p).vectorize(v.i, vw);
+  else
+    st.qTile.compute_at(st.partial, task).vectorize(v.i, vw);
+  st.rowPos.compute_at(st.partial, task).vectorize(v.i, vw);
+  st.state.compute_at(st.partial, task)
+      .align_bounds(v.i, tl.rows)
+      .vectorize(v.i, vw);
+  st.state.update().reorder(v.i, v.cb, st.rt).vectorize(v.i, vw);
+  scheduleKeyTileCpu(st, v, vw, block("s_rows"), sKeys, block("pv_rows"),
+                     pvChans);
+
+  // The merge: a few vectors per (row block, channel block); serial.
+  st.mergeMax.compute_root().bound(v.i, 0, tl.rows).vectorize(v.i, vw);
+  st.mergeMax.update().reorder(v.i, st.rs).vectorize(v.i, vw);
+  st.merged.compute_root().bound(v.i, 0, tl.rows).vectorize(v.i, vw);
+  st.merged.update().reorder(v.i, st.rs).vectorize(v.i, vw);
 }
 
 void scheduleProjectionCpu(Projection proj, const AttentionVars &v,

@@ -8,6 +8,8 @@
 
 #include "mhagen/spec/ScheduleParams.h"
 
+#include <optional>
+
 namespace mhagen::hl {
 
 /// The CPU schedule parameters for a spec on a target: every name, its
@@ -28,6 +30,20 @@ AttentionTiles cpuAttentionTiles(const AttentionSpec &spec,
 void scheduleAttentionCpu(AttentionStages st, Halide::Func output,
                           const AttentionVars &v, const AttentionSpec &spec,
                           const ScheduleParams &p);
+
+/// The split-KV decode variant (AttentionTiles::splitTasks), or nothing
+/// when decode_tokens = 0, the op is a layer, or the spec's static T_q is
+/// longer than a decode tile.
+std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &spec,
+                                             const ScheduleParams &p,
+                                             const HalideTargetInfo &target);
+
+/// Decode (T_q <= decode_tokens): one parallel task per (key-axis chunk,
+/// head block, query tile, batch) computes a partial state; a small
+/// serial pass merges the chunks. The per-key-tile micro-kernels are the
+/// prefill ones.
+void scheduleDecodeCpu(AttentionStages st, const AttentionVars &v,
+                       const ScheduleParams &p);
 
 /// A projection as a register-blocked GEMM: gemm_cols output features
 /// (vectorised) x gemm_rows tokens per micro-kernel, column panels in

@@ -163,7 +163,8 @@ BackendResult compileWithHalide(const AttentionSpec &s,
   try {
     hl::AttentionTiles tiles = ti.gpu ? hl::gpuAttentionTiles(s, params)
                                       : hl::cpuAttentionTiles(s, params);
-    BuiltPipeline bp = hl::buildPipeline(s, tiles);
+    BuiltPipeline bp = hl::buildPipeline(
+        s, tiles, ti.gpu ? std::nullopt : hl::cpuDecodeTiles(s, params, ti));
     if (ti.gpu)
       hl::applyGpuSchedule(bp, s, params);
     else

@@ -105,7 +105,8 @@ const abi::TensorModel &outputModel(const AttentionSpec &s) {
 
 // The algorithm for the spec: inputs, projections (layer), attention core.
 BuiltPipeline buildPipeline(const AttentionSpec &s,
-                            const hl::AttentionTiles &tiles) {
+                            const hl::AttentionTiles &tiles,
+                            const std::optional<AttentionTiles> &decodeTiles) {
   BuiltPipeline bp;
   AttentionVars &v = bp.v;
   const Type T = elementType(s);
@@ -134,10 +135,20 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     in.vRaw(v.c, v.g, v.t, v.b) = vv(v.c, v.g, v.t, v.b);
     in.tq = q.dim(2).extent();
     in.tkv = k.dim(2).extent();
+    in.batch = q.dim(3).extent();
     bp.attention = hl::defineAttention(s, in, tiles, v);
+    Expr attention = bp.attention.out(v.c, v.hd, v.t, v.b);
+    if (decodeTiles) {
+      // Both variants, chosen by the call's T_q: Halide computes the
+      // decode stages only under that condition (and the schedule
+      // specialises the output on it).
+      bp.decode = hl::defineAttention(s, in, *decodeTiles, v);
+      bp.isDecode = in.tq <= decodeTiles->tokensPerTile;
+      attention =
+          select(bp.isDecode, bp.decode->out(v.c, v.hd, v.t, v.b), attention);
+    }
     bp.output = Func("out");
-    bp.output(v.c, v.hd, v.t, v.b) =
-        fromF32(s, T, bp.attention.out(v.c, v.hd, v.t, v.b));
+    bp.output(v.c, v.hd, v.t, v.b) = fromF32(s, T, attention);
   } else {
     // W [in, out] row-major is w(out_feature, in_feature) here.
     ImageParam x = param("x"), wq = param("w_q"), wk = param("w_k"),
@@ -212,6 +223,11 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
                       const ScheduleParams &p) {
   if (s.op == Op::Sdpa) {
     hl::scheduleAttentionCpu(bp.attention, bp.output, bp.v, s, p);
+    if (bp.decode) {
+      // The specialisation starts from the schedule above (same loops).
+      bp.output.specialize(bp.isDecode);
+      hl::scheduleDecodeCpu(*bp.decode, bp.v, p);
+    }
     return;
   }
   for (size_t i = 0; i < 3; ++i)

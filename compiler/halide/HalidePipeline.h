@@ -13,6 +13,7 @@
 
 #include <Halide.h>
 
+#include <optional>
 #include <vector>
 
 namespace mhagen::hl {
@@ -27,14 +28,19 @@ struct BuiltPipeline {
   std::vector<Halide::ImageParam> inputs;
   Halide::Func output;
   AttentionStages attention;
+  /// The decode variant (sdpa on CPU, T_q <= its tile), when built; the
+  /// output takes it where isDecode holds.
+  std::optional<AttentionStages> decode;
+  Halide::Expr isDecode;
   std::vector<Projection> projections; ///< q, k, v, out (layer only)
   std::vector<int64_t> projectionWidths;
   Halide::ImageParam kvLens;
 };
 
 /// The algorithm for the spec: inputs, projections (layer), attention core.
-BuiltPipeline buildPipeline(const AttentionSpec &s,
-                            const AttentionTiles &tiles);
+BuiltPipeline
+buildPipeline(const AttentionSpec &s, const AttentionTiles &tiles,
+              const std::optional<AttentionTiles> &decodeTiles = {});
 void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
                       const ScheduleParams &p);
 void applyGpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,

@@ -59,6 +59,12 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
   js["reps"] = t.reps;
   js["gflops_nominal"] = nominal / (t.medianMs * 1e6);
   js["gflops_useful"] = useful / (t.medianMs * 1e6);
+  // K and V as stored, read once per call: decode's bandwidth floor.
+  const double kvBytes = static_cast<double>(p.size().B) * p.size().Tkv *
+                         spec.n_kv * (spec.d_k + spec.d_v) *
+                         dtypeBytes(spec.dtype);
+  if (spec.op == Op::Sdpa) // a layer computes its K/V, it reads X
+    js["kv_gbs"] = kvBytes / (t.medianMs * 1e6);
   js["max_abs_err"] = cmp.maxAbsErr;
   js["rows_checked"] = checked;
   js["within_tolerance"] = cmp.ok();
@@ -73,9 +79,15 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                 "time     median %.3f ms (min %.3f ms, %d reps)\n", t.medianMs,
                 t.minMs, t.reps);
   text << buf;
-  std::snprintf(buf, sizeof buf, "GFLOP/s  nominal %.1f, useful %.1f\n",
+  std::snprintf(buf, sizeof buf, "GFLOP/s  nominal %.1f, useful %.1f",
                 nominal / (t.medianMs * 1e6), useful / (t.medianMs * 1e6));
   text << buf;
+  if (spec.op == Op::Sdpa) {
+    std::snprintf(buf, sizeof buf, "; K/V read %.1f GB/s",
+                  kvBytes / (t.medianMs * 1e6));
+    text << buf;
+  }
+  text << "\n";
   std::snprintf(buf, sizeof buf,
                 "check    max |err| %.3g vs the f64 reference on %lld of "
                 "%lld query rows: %s (tolerance %g + %g*|ref|)\n",

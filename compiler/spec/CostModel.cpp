@@ -29,7 +29,7 @@ int64_t visitedPairs(const MaskSpec &m, int64_t Tq, int64_t Tkv) {
 }
 
 CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
-                       int64_t B) {
+                       int64_t B, double memoryBandwidthGBs) {
   CostReport r;
   r.Tq = s.T ? *s.T : Tq;
   r.Tkv = s.T_kv ? *s.T_kv : (s.T ? *s.T : Tkv);
@@ -58,6 +58,11 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
   r.flopsTotal = r.flopsProjections + r.flopsScores + r.flopsWeighted;
   r.flopsNominalAttention = 4.0 * Bd * s.h * r.Tq * r.Tkv * s.d_k;
   r.kvBytesPerToken = s.n_kv * (s.d_k + s.d_v) * dtypeBytes(s.dtype);
+  r.kvBytesPerCall = r.B * r.Tkv * r.kvBytesPerToken;
+  r.memoryBandwidthGBs = memoryBandwidthGBs;
+  if (memoryBandwidthGBs > 0)
+    r.kvFloorMs = 1e3 * static_cast<double>(r.kvBytesPerCall) /
+                  (memoryBandwidthGBs * 1e9);
   r.naiveScoreBytes = s.h * r.Tq * r.Tkv * 4;
   r.fusedQueryTile = kReportQueryTile;
   r.fusedKeyTile = kReportKeyTile;
@@ -148,6 +153,15 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
   os << "memory:\n";
   os << "  K/V bytes per token   " << withCommas(r.kvBytesPerToken) << " ("
      << bytes(r.kvBytesPerToken) << ")\n";
+  os << "  K/V read per call     " << bytes(r.kvBytesPerCall) << " (B * T_kv * "
+     << r.kvBytesPerToken << ")";
+  if (r.memoryBandwidthGBs > 0) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "; floor %.3g ms at %.3g GB/s", r.kvFloorMs,
+                  r.memoryBandwidthGBs);
+    os << buf;
+  }
+  os << "\n";
   os << "  naive score matrix    " << bytes(r.naiveScoreBytes)
      << " per sequence (h*T_q*T_kv f32)\n";
   os << "  fused scratch         " << bytes(r.fusedScratchBytes)
@@ -191,6 +205,11 @@ std::string costReportJson(const AttentionSpec &s, const CostReport &r) {
   j["total_pairs"] = r.totalPairs;
   nlohmann::ordered_json m;
   m["kv_bytes_per_token"] = r.kvBytesPerToken;
+  m["kv_bytes_per_call"] = r.kvBytesPerCall;
+  if (r.memoryBandwidthGBs > 0) {
+    m["memory_bandwidth_gbs"] = r.memoryBandwidthGBs;
+    m["kv_floor_ms"] = r.kvFloorMs;
+  }
   m["naive_score_bytes"] = r.naiveScoreBytes;
   m["fused_scratch_bytes_per_thread"] = r.fusedScratchBytes;
   j["memory"] = m;

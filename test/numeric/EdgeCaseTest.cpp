@@ -118,6 +118,53 @@ TEST(HugeLogits, NoOverflowAndStillAccurate) {
   }
 }
 
+// The decode variant with its key axis split into many chunks
+// (test/numeric/CMakeLists.txt, group "decode"): chunks that see no key
+// must add nothing to the merge, and a chunk holding the huge logits must
+// not overflow the others' rescaling.
+TEST(DecodeSplit, NoVisibleKeyInAnyChunkGivesZeros) {
+  for (const char *name :
+       {"t_decode_f32_padding_kv1", "t_decode_bf16_causal_padding_kv2"}) {
+    const mhagen_kernel *k = kernel(name);
+    ASSERT_NE(k, nullptr) << name;
+    SKIP_UNLESS_USABLE(k);
+    for (ProblemSize size : {ProblemSize{3, 1, 4000}, ProblemSize{2, 3, 777}}) {
+      ProblemOptions po;
+      po.kvLen = 0;
+      Problem p(specOf(k), size, po);
+      mhagen_call_args a = p.args();
+      ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+      for (float x : p.output())
+        ASSERT_EQ(x, 0.0f) << name;
+    }
+  }
+}
+
+TEST(DecodeSplit, HugeLogitsAcrossChunks) {
+  for (const char *name : {"t_decode_f32_none_kv1", "t_decode_f32_causal_kv4",
+                           "t_decode_f32_window_kv2"}) {
+    const mhagen_kernel *k = kernel(name);
+    ASSERT_NE(k, nullptr) << name;
+    SKIP_UNLESS_USABLE(k);
+    AttentionSpec s = specOf(k);
+    for (ProblemSize size :
+         {ProblemSize{2, 1, 5000}, ProblemSize{1, 3, 3001}}) {
+      ProblemOptions po;
+      po.logitMagnitude = 1e4;
+      Problem p(s, size, po);
+      mhagen_call_args a = p.args();
+      ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+      std::vector<float> got = p.output();
+      for (float x : got)
+        ASSERT_TRUE(std::isfinite(x)) << name;
+      Tolerance tol = logitScaledTolerance(s.dtype, s.op, 1e4, s.d_k);
+      Comparison c = compareToReference(got, p.reference({}), tol);
+      EXPECT_TRUE(c.ok()) << name << " T_kv " << size.Tkv << ": max |err| "
+                          << c.maxAbsErr << " tolerance " << tol.atol;
+    }
+  }
+}
+
 TEST(Strides, FusedQkvBufferGivesTheSameBits) {
   const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk80");
   ASSERT_NE(k, nullptr);

@@ -291,7 +291,9 @@ TEST(Tuner, ShardDatabasesConcatenate) {
 
 TEST(Tuner, CrashesHangsAndWrongResultsAreFailedTrials) {
   TempDir dir("mhagen-tune");
-  TuneOptions o = fakeOptions(dir.file("db.jsonl"), 12);
+  // 24 trials: enough that the seeded sample of the (now 15-parameter)
+  // space holds each fault below at least once.
+  TuneOptions o = fakeOptions(dir.file("db.jsonl"), 24);
   o.trialTimeoutSeconds = 1;
   o.remeasureTop = 1;
   // The default point has key_tile = 32 (wrong results: fast, but never

@@ -27,6 +27,21 @@ TEST(CostModel, Llama3GqaShapes) {
   EXPECT_EQ(r.kvBytesPerToken, 2 * 8 * 128 * 4);
 }
 
+TEST(CostModel, DecodeReadsTheWholeCacheOnce) {
+  // S4: one token against 4096 cached tokens of 8 K/V heads, dk = dv = 128,
+  // for a batch of 3: 3 * 4096 * 8 * 256 * 4 bytes; at 25 GB/s in ms.
+  CostReport r =
+      computeCost(spec("op = sdpa; d = 4096; h = 32; kv = 8; dtype = f32"), 1,
+                  4096, 3, 25.0);
+  EXPECT_EQ(r.kvBytesPerCall, int64_t(3) * 4096 * 8 * 256 * 4);
+  EXPECT_NEAR(r.kvFloorMs, 3.0 * 4096 * 8 * 256 * 4 / 25e9 * 1e3, 1e-9);
+  // bf16 halves it; no bandwidth, no floor.
+  CostReport h = computeCost(
+      spec("op = sdpa; d = 4096; h = 32; kv = 8; dtype = bf16"), 1, 4096, 3);
+  EXPECT_EQ(h.kvBytesPerCall, r.kvBytesPerCall / 2);
+  EXPECT_EQ(h.kvFloorMs, 0.0);
+}
+
 TEST(CostModel, GemmaWideHeads) {
   CostReport r = computeCost(spec("d = 3072; h = 16; dk = 256"), 16, 16, 1);
   EXPECT_EQ(r.paramsWq, 3072 * 4096); // h*dk = 4096 > d

@@ -17,6 +17,7 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
     SpecOptions spec;
     int64_t T = 2048, Tkv = 0, B = 1;
     std::string format = "text";
+    double memBw = 0;
   };
   auto o = std::make_shared<Opts>();
   o->spec.addTo(*cmd);
@@ -28,6 +29,10 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("--B", o->B, "batch")
       ->capture_default_str()
       ->check(sizeRange());
+  cmd->add_option("--mem-bw", o->memBw,
+                  "memory bandwidth in GB/s (e.g. a measured triad): also "
+                  "print the K/V bandwidth floor of one call")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--format", o->format, "text | json")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
@@ -44,13 +49,13 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
     if (o->format == "json") {
       std::cout << "[";
       for (size_t i = 0; i < specs.size(); ++i) {
-        CostReport r = computeCost(specs[i], o->T, tkv, o->B);
+        CostReport r = computeCost(specs[i], o->T, tkv, o->B, o->memBw);
         std::cout << (i ? ",\n" : "\n") << costReportJson(specs[i], r);
       }
       std::cout << "\n]\n";
     } else {
       for (size_t i = 0; i < specs.size(); ++i) {
-        CostReport r = computeCost(specs[i], o->T, tkv, o->B);
+        CostReport r = computeCost(specs[i], o->T, tkv, o->B, o->memBw);
         std::cout << (i ? "\n" : "") << formatCostReport(specs[i], r);
       }
     }

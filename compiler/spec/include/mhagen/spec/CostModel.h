@@ -45,14 +45,20 @@ struct CostReport {
   int64_t visitedPairs = 0; ///< per sequence and head
   int64_t totalPairs = 0;   ///< Tq * Tkv
   int64_t kvBytesPerToken = 0;
+  /// K and V of every sequence read once: B * T_kv * kvBytesPerToken.
+  /// A decode step cannot take less than this over the memory bandwidth.
+  int64_t kvBytesPerCall = 0;
+  double memoryBandwidthGBs = 0; ///< given by the user (explain --mem-bw)
+  double kvFloorMs = 0;          ///< kvBytesPerCall at that bandwidth
   int64_t naiveScoreBytes = 0;   ///< h*Tq*Tkv f32 scores, one sequence
   int64_t fusedScratchBytes = 0; ///< per thread, default tiles
   int64_t fusedQueryTile = 0, fusedKeyTile = 0;
 };
 
 /// Tq/Tkv/B come from the spec when it fixes them, else from the arguments.
+/// `memoryBandwidthGBs` > 0 also gives the K/V bandwidth floor in ms.
 CostReport computeCost(const AttentionSpec &spec, int64_t Tq, int64_t Tkv,
-                       int64_t B);
+                       int64_t B, double memoryBandwidthGBs = 0);
 
 /// Human-readable report (what `mhagen explain` prints).
 std::string formatCostReport(const AttentionSpec &spec, const CostReport &r);
