@@ -26,6 +26,44 @@ const char *toString(Backend b) {
 
 int dtypeBytes(DType t) { return t == DType::F32 ? 4 : 2; }
 
+const char *toString(KvType t) {
+  switch (t) {
+  case KvType::F32:
+    return "f32";
+  case KvType::BF16:
+    return "bf16";
+  case KvType::F16:
+    return "f16";
+  case KvType::I8:
+    return "i8";
+  }
+  return "?";
+}
+
+KvType kvTypeOf(DType t) {
+  switch (t) {
+  case DType::BF16:
+    return KvType::BF16;
+  case DType::F16:
+    return KvType::F16;
+  default:
+    return KvType::F32;
+  }
+}
+
+int kvTypeBytes(KvType t) {
+  return t == KvType::F32 ? 4 : t == KvType::I8 ? 1 : 2;
+}
+
+KvType AttentionSpec::kvType() const {
+  return kv_dtype ? *kv_dtype : kvTypeOf(dtype);
+}
+
+int64_t AttentionSpec::kvBytesPerToken() const {
+  const int64_t scales = kvQuantized() ? 2 * n_kv * 4 : 0; // f32 per row
+  return n_kv * (d_k + d_v) * kvTypeBytes(kvType()) + scales;
+}
+
 std::string Target::str() const {
   switch (kind) {
   case TargetKind::Host:
@@ -108,6 +146,8 @@ std::string AttentionSpec::canonical() const {
   os << "  dv = " << d_v << "\n";
   os << "  mask = " << mask.str() << "\n";
   os << "  dtype = " << toString(dtype) << "\n";
+  if (kv_dtype)
+    os << "  kv_dtype = " << toString(*kv_dtype) << "\n";
   os << "  bias = " << (bias ? "true" : "false") << "\n";
   if (scale)
     os << "  scale = " << formatDouble(*scale) << "\n";
@@ -129,6 +169,8 @@ std::string AttentionSpec::semanticKey() const {
      << ";dk=" << d_k << ";dv=" << d_v << ";mask=" << mask.str()
      << ";dtype=" << toString(dtype) << ";bias=" << (bias ? 1 : 0)
      << ";scale=" << formatDouble(effectiveScale());
+  if (kv_dtype) // absent when K/V are stored as dtype: old keys unchanged
+    os << ";kv_dtype=" << toString(*kv_dtype);
   if (T)
     os << ";T=" << *T;
   if (T_kv)
@@ -159,6 +201,8 @@ std::string AttentionSpec::derivedName() const {
   if (d_v != d_k)
     os << "_dv" << d_v;
   os << "_" << mask.shortName() << "_" << toString(dtype);
+  if (kv_dtype)
+    os << "_kv" << toString(*kv_dtype);
   if (bias)
     os << "_bias";
   if (scale)
@@ -179,8 +223,9 @@ std::string AttentionSpec::kernelName() const {
 bool AttentionSpec::operator==(const AttentionSpec &o) const {
   return name == o.name && op == o.op && d == o.d && h == o.h && d_k == o.d_k &&
          d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
-         bias == o.bias && scale == o.scale && target == o.target &&
-         backend == o.backend && T == o.T && T_kv == o.T_kv && B == o.B;
+         kv_dtype == o.kv_dtype && bias == o.bias && scale == o.scale &&
+         target == o.target && backend == o.backend && T == o.T &&
+         T_kv == o.T_kv && B == o.B;
 }
 
 } // namespace mhagen

@@ -57,7 +57,7 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
   r.flopsWeighted = Bd * 2.0 * r.visitedPairs * s.h * s.d_v;
   r.flopsTotal = r.flopsProjections + r.flopsScores + r.flopsWeighted;
   r.flopsNominalAttention = 4.0 * Bd * s.h * r.Tq * r.Tkv * s.d_k;
-  r.kvBytesPerToken = s.n_kv * (s.d_k + s.d_v) * dtypeBytes(s.dtype);
+  r.kvBytesPerToken = s.kvBytesPerToken();
   r.kvBytesPerCall = r.B * r.Tkv * r.kvBytesPerToken;
   r.memoryBandwidthGBs = memoryBandwidthGBs;
   if (memoryBandwidthGBs > 0)

@@ -40,8 +40,8 @@ SpecError::SpecError(std::vector<SpecDiagnostic> diags)
 
 const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
-      "op",   "d",     "h",      "kv",      "dk", "dv",  "mask", "dtype",
-      "bias", "scale", "target", "backend", "T",  "Tkv", "B"};
+      "op",       "d",    "h",     "kv",     "dk",      "dv", "mask", "dtype",
+      "kv_dtype", "bias", "scale", "target", "backend", "T",  "Tkv",  "B"};
   return names;
 }
 
@@ -508,6 +508,22 @@ AttentionSpec buildSpec(const RawSpec &raw) {
     else
       bad("dtype", *f, "unknown dtype; expected f32, bf16 or f16");
   }
+  if (const RawField *f = field("kv_dtype")) {
+    const std::string &v = f->value;
+    if (v == "f32" || v == "float32")
+      s.kv_dtype = KvType::F32;
+    else if (v == "bf16" || v == "bfloat16")
+      s.kv_dtype = KvType::BF16;
+    else if (v == "f16" || v == "float16")
+      s.kv_dtype = KvType::F16;
+    else if (v == "i8" || v == "int8")
+      s.kv_dtype = KvType::I8;
+    else
+      bad("kv_dtype", *f, "unknown K/V dtype; expected f32, bf16, f16 or i8");
+    // K/V stored as the dtype is the default: one spelling per spec.
+    if (s.kv_dtype && *s.kv_dtype == kvTypeOf(s.dtype))
+      s.kv_dtype.reset();
+  }
   if (const RawField *f = field("bias")) {
     if (f->value == "true")
       s.bias = true;
@@ -612,6 +628,19 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
   if (s.bias && s.op != Op::Layer)
     rule("bias", "true",
          "biases belong to the projections: bias = true needs op = layer");
+  if (s.kv_dtype && s.op != Op::Sdpa)
+    rule("kv_dtype", toString(*s.kv_dtype),
+         "a K/V storage type is for a cache read by the attention core: "
+         "kv_dtype needs op = sdpa (op = layer computes K and V itself)");
+  else if (s.kv_dtype && s.target.isGpu())
+    rule("kv_dtype", toString(*s.kv_dtype),
+         "a K/V storage type other than dtype is built for CPU targets "
+         "only; " +
+             s.target.str() + " is a GPU target");
+  else if (s.kv_dtype && s.backend == Backend::Mlir)
+    rule("kv_dtype", toString(*s.kv_dtype),
+         "a K/V storage type other than dtype is built by the halide "
+         "backend only (backend = mlir)");
   if (s.scale && (!(*s.scale > 0) || !std::isfinite(*s.scale)))
     rule("scale", std::to_string(*s.scale), "must be a finite number > 0");
   if (s.target.kind == TargetKind::Cuda &&

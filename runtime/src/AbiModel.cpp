@@ -73,14 +73,40 @@ std::vector<TensorModel> buildTable() {
                        S::TokensQ, {{{S::H}}, {{S::Dk}}}, "q_token_stride",
                        MHAGEN_ABI_STRIDE(q_token_stride), "q_batch_stride",
                        MHAGEN_ABI_STRIDE(q_batch_stride)));
+  // K and V are stored as the spec's kv_dtype (a KV cache).
   t.push_back(sequence(MHAGEN_ABI_PTR(k), "keys", Presence::Sdpa, false,
                        S::TokensKv, {{{S::KvHeads}}, {{S::Dk}}},
                        "k_token_stride", MHAGEN_ABI_STRIDE(k_token_stride),
                        "k_batch_stride", MHAGEN_ABI_STRIDE(k_batch_stride)));
+  t.back().elem = Elem::KvData;
   t.push_back(sequence(MHAGEN_ABI_PTR(v), "values", Presence::Sdpa, false,
                        S::TokensKv, {{{S::KvHeads}}, {{S::Dv}}},
                        "v_token_stride", MHAGEN_ABI_STRIDE(v_token_stride),
                        "v_batch_stride", MHAGEN_ABI_STRIDE(v_batch_stride)));
+  t.back().elem = Elem::KvData;
+  // kv_dtype = i8: K[b, t, g, :] = k_scale[b, t, g] * int8 row.
+  for (bool isK : {true, false}) {
+    TensorModel scales =
+        isK ? sequence(MHAGEN_ABI_PTR(k_scale), "int8 key row scales",
+                       Presence::KvScales, false, S::TokensKv, {{{S::KvHeads}}},
+                       "k_scale_token_stride",
+                       MHAGEN_ABI_STRIDE(k_scale_token_stride),
+                       "k_scale_batch_stride",
+                       MHAGEN_ABI_STRIDE(k_scale_batch_stride))
+            : sequence(MHAGEN_ABI_PTR(v_scale), "int8 value row scales",
+                       Presence::KvScales, false, S::TokensKv, {{{S::KvHeads}}},
+                       "v_scale_token_stride",
+                       MHAGEN_ABI_STRIDE(v_scale_token_stride),
+                       "v_scale_batch_stride",
+                       MHAGEN_ABI_STRIDE(v_scale_batch_stride));
+    scales.elem = Elem::F32;
+    scales.givenButAbsent =
+        isK ? "k_scale given but this kernel's kv_dtype is not i8"
+            : "v_scale given but this kernel's kv_dtype is not i8";
+    scales.missingHint = " but kv_dtype = i8: pass one f32 scale per "
+                         "(batch, token, kv head) of the int8 cache";
+    t.push_back(scales);
+  }
   // op = layer: the projections around the core. W [in, out] row-major.
   t.push_back(sequence(MHAGEN_ABI_PTR(x), "input tokens", Presence::Layer,
                        false, S::TokensQ, {{{S::D}}}, nullptr, nullptr, nullptr,
@@ -149,8 +175,47 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
     return s.layer && s.bias;
   case Presence::Padding:
     return s.padding;
+  case Presence::KvScales:
+    return !s.layer && s.kv == Scalar::I8;
   }
   return false;
+}
+
+Scalar scalarOf(const TensorModel &t, const AbiShape &s) {
+  switch (t.elem) {
+  case Elem::Data:
+    return s.data;
+  case Elem::KvData:
+    return s.kv;
+  case Elem::F32:
+    return Scalar::F32;
+  case Elem::Int32:
+    return Scalar::I32;
+  }
+  return Scalar::F32;
+}
+
+int scalarBytes(Scalar x) {
+  switch (x) {
+  case Scalar::BF16:
+  case Scalar::F16:
+    return 2;
+  case Scalar::I8:
+    return 1;
+  default:
+    return 4;
+  }
+}
+
+const char *scalarName(Scalar x) {
+  static const char *names[] = {"f32", "bf16", "f16", "i8", "i32"};
+  return names[static_cast<int>(x)];
+}
+
+const char *scalarCType(Scalar x) {
+  static const char *types[] = {"float", "uint16_t", "uint16_t", "int8_t",
+                                "int32_t"};
+  return types[static_cast<int>(x)];
 }
 
 std::vector<const TensorModel *> tensors(const AbiShape &s) {
@@ -239,7 +304,8 @@ std::string dimsText(const TensorModel &t) {
 }
 
 std::string docTable() {
-  static const char *when[] = {"sdpa", "layer", "layer, bias", "padding"};
+  static const char *when[] = {"sdpa", "layer", "layer, bias", "padding",
+                               "kv_dtype i8"};
   std::string out;
   for (const TensorModel &t : allTensors()) {
     std::string line = std::string(" *   ") + t.name;

@@ -31,6 +31,7 @@ std::string KernelManifest::toJson() const {
                     {"window", spec.window},
                     {"padding", spec.padding}};
   s["dtype"] = spec.dtype;
+  s["kv_dtype"] = spec.kv_dtype.empty() ? spec.dtype : spec.kv_dtype;
   s["bias"] = spec.bias;
   s["scale"] = spec.scale;
   s["T"] = spec.T;
@@ -210,8 +211,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     const ojson &s = field(j, "spec", "");
     onlyKnown(s,
               {"hash", "semantic_key", "canonical", "op", "d", "h", "d_k",
-               "d_v", "n_kv", "mask", "dtype", "bias", "scale", "T", "T_kv",
-               "B"},
+               "d_v", "n_kv", "mask", "dtype", "kv_dtype", "bias", "scale", "T",
+               "T_kv", "B"},
               "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);
@@ -230,6 +231,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     m.spec.window = integer(mask, "window", mp, 0, kMaxStatic);
     m.spec.padding = boolean(mask, "padding", mp);
     m.spec.dtype = str(s, "dtype", sp);
+    m.spec.kv_dtype =
+        s.contains("kv_dtype") ? str(s, "kv_dtype", sp) : m.spec.dtype;
     m.spec.bias = boolean(s, "bias", sp);
     const ojson &scale = field(s, "scale", sp);
     if (!scale.is_number() || !std::isfinite(scale.get<double>()) ||
@@ -268,6 +271,12 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
   if (m.spec.dtype != "f32" && m.spec.dtype != "bf16" && m.spec.dtype != "f16")
     return fail("spec.dtype must be f32, bf16 or f16, not '" + m.spec.dtype +
                 "'");
+  if (m.spec.kv_dtype != "f32" && m.spec.kv_dtype != "bf16" &&
+      m.spec.kv_dtype != "f16" && m.spec.kv_dtype != "i8")
+    return fail("spec.kv_dtype must be f32, bf16, f16 or i8, not '" +
+                m.spec.kv_dtype + "'");
+  if (m.spec.kv_dtype != m.spec.dtype && m.spec.op != "sdpa")
+    return fail("spec.kv_dtype differs from spec.dtype but op is not sdpa");
   if (m.spec.n_kv > m.spec.h || m.spec.h % m.spec.n_kv != 0)
     return fail("spec.h (" + std::to_string(m.spec.h) +
                 ") must be a multiple of spec.n_kv (" +

@@ -3,6 +3,7 @@
 #define MHAGEN_RUNTIME_INTERNAL_H
 
 #include "mhagen/abi.h"
+#include "mhagen/abi_model.hpp"
 #include "mhagen/manifest.hpp"
 
 #include <set>
@@ -31,6 +32,9 @@ int devicePresent(const std::string &device, std::string *why);
 /// whose loadable segments lie inside the file (ElfCheck.cpp); otherwise
 /// MHAGEN_ERR_LOAD_FAILED with the reason. Run before dlopen.
 int checkElfLibrary(const char *path);
+
+/// The ABI shape (tensors, sizes, element types) a manifest describes.
+abi::AbiShape abiShapeOf(const KernelManifest &m);
 
 /// Checks every argument of a call against the manifest; MHAGEN_OK or an
 /// error code with the message set.

@@ -97,6 +97,29 @@ int checkVector(const char *name, const void *p, int elemBytes) {
 
 } // namespace
 
+abi::AbiShape abiShapeOf(const KernelManifest &m) {
+  const ManifestSpec &s = m.spec;
+  auto scalar = [](const std::string &name) {
+    for (abi::Scalar x : {abi::Scalar::F32, abi::Scalar::BF16, abi::Scalar::F16,
+                          abi::Scalar::I8})
+      if (name == abi::scalarName(x))
+        return x;
+    return abi::Scalar::F32; // fromJson accepts nothing else
+  };
+  abi::AbiShape shape;
+  shape.layer = s.op == "layer";
+  shape.d = s.d;
+  shape.h = s.h;
+  shape.n_kv = s.n_kv;
+  shape.d_k = s.d_k;
+  shape.d_v = s.d_v;
+  shape.bias = s.bias;
+  shape.padding = s.padding;
+  shape.data = scalar(s.dtype);
+  shape.kv = scalar(s.kv_dtype.empty() ? s.dtype : s.kv_dtype);
+  return shape;
+}
+
 int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   if (!a)
     return fail(MHAGEN_ERR_INVALID_ARGUMENT, "call arguments are NULL");
@@ -109,19 +132,20 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     return fail(MHAGEN_ERR_INVALID_ARGUMENT, "flags must be 0");
   const ManifestSpec &s = m.spec;
   const bool layer = s.op == "layer";
-  const int eb = m.elementBytes();
-  const abi::AbiShape shape{layer, s.d,   s.h,    s.n_kv,
-                            s.d_k, s.d_v, s.bias, s.padding};
+  const abi::AbiShape shape = abiShapeOf(m);
   // The model's table is walked in place: this runs on every call.
   const std::vector<abi::TensorModel> &table = abi::allTensors();
   // Elements per token (or in all) of each data tensor, and its bytes,
   // checked once.
+  auto bytes = [&](const abi::TensorModel &t) {
+    return abi::scalarBytes(abi::scalarOf(t, shape));
+  };
   auto overflows = [&](const abi::TensorModel &t) {
     const int64_t n = abi::denseInnerElements(t, shape, t.isSequence() ? 2 : 0);
-    return n <= 0 || product({n, eb}).overflow;
+    return n <= 0 || product({n, bytes(t)}).overflow;
   };
   for (const abi::TensorModel &t : table)
-    if (abi::isPresent(t, shape) && t.elem == abi::Elem::Data && overflows(t))
+    if (abi::isPresent(t, shape) && abi::isNumeric(t) && overflows(t))
       return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                   "the kernel's manifest has sizes whose products overflow "
                   "(h " +
@@ -178,17 +202,21 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                       abi::denseInnerElements(t, shape, 2),
                       t.tokenStride ? t.tokenStride(*a) : 0,
                       t.batchStride ? t.batchStride(*a) : 0};
-      return checkTensor(view, a->batch, eb, b, e);
+      if (!view.ptr && t.missingHint && *t.missingHint)
+        return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                    std::string(t.name) + " is NULL" + t.missingHint);
+      return checkTensor(view, a->batch, bytes(t), b, e);
     }
-    if ((rc = checkVector(t.name, t.pointer(*a), eb)) != MHAGEN_OK)
+    if ((rc = checkVector(t.name, t.pointer(*a), bytes(t))) != MHAGEN_OK)
       return rc;
     b = reinterpret_cast<uintptr_t>(t.pointer(*a));
-    e = b + static_cast<uintptr_t>(abi::denseInnerElements(t, shape, 0) * eb);
+    e = b +
+        static_cast<uintptr_t>(abi::denseInnerElements(t, shape, 0) * bytes(t));
     return int(MHAGEN_OK);
   };
   for (const abi::TensorModel &m : table) {
     const abi::TensorModel *t = &m;
-    if (!abi::isPresent(m, shape) || t->output || t->elem != abi::Elem::Data)
+    if (!abi::isPresent(m, shape) || t->output || !abi::isNumeric(*t))
       continue;
     uintptr_t b = 0, e = 0;
     if ((rc = checkData(*t, b, e)) != MHAGEN_OK)

@@ -22,6 +22,9 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
       {"--mask", "mask",
        "none | causal | window(W) | padding, joined with & (default none)"},
       {"--dtype", "dtype", "f32 | bf16 | f16 (default f32; accumulates f32)"},
+      {"--kv-dtype", "kv_dtype",
+       "K/V storage: f32 | bf16 | f16 | i8 (default: dtype; i8 takes "
+       "per-token scales; op = sdpa)"},
       {"--scale", "scale", "score scale (default 1/sqrt(dk))"},
       {"--op", "op", "layer (projections + attention, default) | sdpa"},
       {"--target", "target",

@@ -3,12 +3,14 @@
  * the same spec, so kernels from different backends are interchangeable.
  *
  * The tensors, from the ABI model (mhagen/abi_model.hpp, whose table
- * this is; row-major, outermost first; element type = the spec's dtype:
- * f32 = float, bf16/f16 = uint16_t bit patterns; "(when)" says which
- * kernels have the tensor):
+ * this is; row-major, outermost first; element type = the spec's dtype,
+ * and for k and v its kv_dtype: f32 = float, bf16/f16 = uint16_t bit
+ * patterns, i8 = int8_t; "(when)" says which kernels have the tensor):
  *   q        [B, Tq, h, dk]    queries (sdpa, strided)
  *   k        [B, Tkv, kv, dk]  keys (sdpa, strided)
  *   v        [B, Tkv, kv, dv]  values (sdpa, strided)
+ *   k_scale  [B, Tkv, kv]      int8 key row scales (kv_dtype i8, strided)
+ *   v_scale  [B, Tkv, kv]      int8 value row scales (kv_dtype i8, strided)
  *   x        [B, Tq, d]        input tokens (layer)
  *   w_q      [d, h*dk]         query projection (layer)
  *   w_k      [d, kv*dk]        key projection (layer)
@@ -35,8 +37,9 @@
 extern "C" {
 #endif
 
-/** Bumped whenever mhagen_call_args or mhagen_kernel_desc change. */
-#define MHAGEN_ABI_VERSION 1
+/** Bumped whenever mhagen_call_args or mhagen_kernel_desc change.
+ * 2: k_scale/v_scale (kv_dtype = i8). */
+#define MHAGEN_ABI_VERSION 2
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
  * mhagen_last_error() holds the message. */
@@ -82,6 +85,12 @@ typedef struct mhagen_call_args {
    * pointers (CUDA) already; 0 copies host memory in and out. */
   int32_t device_pointers;
   int32_t reserved0;
+
+  /* kv_dtype = i8: row (b, t, g) of k is k_scale[b, t, g] times its int8
+   * values (likewise v); strides in floats, 0 = dense [B, Tkv, kv]. */
+  const float *k_scale, *v_scale;
+  int64_t k_scale_token_stride, v_scale_token_stride; /* 0 = dense */
+  int64_t k_scale_batch_stride, v_scale_batch_stride; /* 0 = dense */
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

@@ -22,12 +22,18 @@ namespace mhagen::abi {
 /// The version of the model below; equal to MHAGEN_ABI_VERSION.
 inline constexpr uint32_t kVersion = MHAGEN_ABI_VERSION;
 
-/// The spec fields that decide which tensors a kernel has and their sizes.
+/// A stored element type.
+enum class Scalar { F32, BF16, F16, I8, I32 };
+
+/// The spec fields that decide which tensors a kernel has, their sizes and
+/// element types.
 struct AbiShape {
   bool layer = false; ///< op = layer (else sdpa)
   int64_t d = 0, h = 0, n_kv = 0, d_k = 0, d_v = 0;
   bool bias = false;    ///< op = layer with projection biases
   bool padding = false; ///< mask has a padding term
+  Scalar data = Scalar::F32; ///< the spec's dtype
+  Scalar kv = Scalar::F32;   ///< the spec's kv_dtype (K and V)
 };
 
 /// A size symbol. Batch and the token counts come from the call; the
@@ -40,7 +46,9 @@ struct Dim {
 };
 
 enum class Elem {
-  Data, ///< the spec's dtype (float, or uint16_t bits of bf16/f16)
+  Data,   ///< the spec's dtype (float, or uint16_t bits of bf16/f16)
+  KvData, ///< the spec's kv_dtype (float, uint16_t bits, or int8_t)
+  F32,    ///< float whatever the dtype (the scales of int8 K/V)
   Int32
 };
 
@@ -50,6 +58,7 @@ enum class Presence {
   Layer,     ///< op = layer
   LayerBias, ///< op = layer with bias = true
   Padding,   ///< any op whose mask has a padding term
+  KvScales,  ///< op = sdpa with kv_dtype = i8
 };
 
 /// How the runtime checks a tensor's contents (beyond size and pointer).
@@ -99,6 +108,18 @@ bool isPresent(const TensorModel &t, const AbiShape &s);
 
 /// The tensors of a kernel with this shape, in kernel-parameter order.
 std::vector<const TensorModel *> tensors(const AbiShape &s);
+
+/// The element type of a tensor in a kernel of this shape.
+Scalar scalarOf(const TensorModel &t, const AbiShape &s);
+int scalarBytes(Scalar x);
+/// "f32", "bf16", "f16", "i8", "i32".
+const char *scalarName(Scalar x);
+/// The C type a caller passes: float, uint16_t (bf16/f16 bits), int8_t,
+/// int32_t.
+const char *scalarCType(Scalar x);
+/// A tensor holding numbers to compute with (not an integer vector such
+/// as kv_lens that only steers which keys are visible).
+inline bool isNumeric(const TensorModel &t) { return t.elem != Elem::Int32; }
 
 /// Value of a symbol fixed by the spec (0 for Batch/TokensQ/TokensKv).
 int64_t staticSize(Size sym, const AbiShape &s);

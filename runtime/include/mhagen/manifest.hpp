@@ -23,7 +23,9 @@ struct ManifestSpec {
   bool causal = false;
   int64_t window = 0;
   bool padding = false;
-  std::string dtype; ///< "f32" | "bf16" | "f16"
+  std::string dtype;    ///< "f32" | "bf16" | "f16"
+  std::string kv_dtype; ///< K/V storage: dtype's name, or "i8" etc.;
+                        ///< empty is read as dtype
   bool bias = false;
   double scale = 0;
   int64_t T = 0, T_kv = 0, B = 0;
@@ -48,8 +50,6 @@ struct KernelManifest {
   /// why in *error.
   static bool fromJson(const std::string &json, KernelManifest &out,
                        std::string *error);
-
-  int elementBytes() const { return spec.dtype == "f32" ? 4 : 2; }
 };
 
 } // namespace mhagen

@@ -101,6 +101,17 @@ int mhagen_kernel_usable(const mhagen_kernel *k);
 /** Validates every argument against the kernel's spec, then runs it. */
 int mhagen_call(const mhagen_kernel *k, const mhagen_call_args *args);
 
+/* ---- K/V caches ---- */
+/** Stores `rows` rows of `width` floats as a kv_dtype = i8 cache does:
+ * row r becomes dst[r * width + c] = round(src / s) with
+ * s = max_c |src[r * width + c]| / 127, written to scales[r] (0 for an
+ * all-zero row; symmetric, as llama.cpp's q8_0 with one block per row).
+ * Call it per (token, kv head) row: width = dk for K, dv for V. Every
+ * value of a row is within s / 2 of its stored value. Non-finite input is
+ * refused (MHAGEN_ERR_INVALID_ARGUMENT) and nothing is written. */
+int mhagen_kv_quantize_i8(const float *src, int64_t rows, int64_t width,
+                          int8_t *dst, float *scales);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,6 +15,10 @@ struct MachineModel;
 
 enum class Op { Sdpa, Layer };
 enum class DType { F32, BF16, F16 };
+/// Storage type of the K/V inputs (the `kv_dtype` field). I8 is symmetric
+/// int8 with one f32 scale per (batch, token, kv head) beside the cache
+/// (docs/design.md §5, "Low-precision K/V").
+enum class KvType { F32, BF16, F16, I8 };
 enum class Backend { Halide, Mlir };
 
 /// Where a kernel runs. `Host` is resolved to the best CPU target this
@@ -70,6 +74,9 @@ struct AttentionSpec {
   int64_t n_kv = 0;  ///< key/value heads (h % n_kv == 0)
   MaskSpec mask;
   DType dtype = DType::F32;
+  /// K/V storage type; unset: the same as dtype (never set to it: the
+  /// parser drops a kv_dtype equal to dtype, so equal specs print alike).
+  std::optional<KvType> kv_dtype;
   bool bias = false;           ///< projection biases (op = layer only)
   std::optional<double> scale; ///< unset: 1/sqrt(d_k)
   Target target;               ///< where it runs
@@ -79,6 +86,13 @@ struct AttentionSpec {
   std::optional<int64_t> B;    ///< static batch
 
   double effectiveScale() const;
+  /// The K/V storage type in effect (kv_dtype, else dtype).
+  KvType kvType() const;
+  /// K/V stored as int8 with per-(token, head) scales.
+  bool kvQuantized() const { return kvType() == KvType::I8; }
+  /// Bytes of K and V stored per token (op = sdpa: what a decode step
+  /// reads per cached token), int8 row scales included.
+  int64_t kvBytesPerToken() const;
   int64_t groupSize() const { return h / n_kv; }
 
   /// The whole spec as a `spec NAME { ... }` block in the spec language,
@@ -104,6 +118,11 @@ struct AttentionSpec {
 const char *toString(Op op);
 const char *toString(DType t);
 const char *toString(Backend b);
+const char *toString(KvType t);
+/// The KvType that stores a dtype unchanged.
+KvType kvTypeOf(DType t);
+/// Size in bytes of one stored K/V element (I8: 1; its scales aside).
+int kvTypeBytes(KvType t);
 /// Size in bytes of one element of the given input dtype.
 int dtypeBytes(DType t);
 
