@@ -7,8 +7,23 @@
 namespace mhagen::backend {
 
 abi::AbiShape abiShapeOf(const AttentionSpec &s) {
-  return {s.op == Op::Layer, s.d, s.h, s.n_kv, s.d_k, s.d_v, s.bias,
-          s.mask.padding};
+  auto scalar = [](KvType t) {
+    switch (t) {
+    case KvType::BF16:
+      return abi::Scalar::BF16;
+    case KvType::F16:
+      return abi::Scalar::F16;
+    case KvType::I8:
+      return abi::Scalar::I8;
+    default:
+      return abi::Scalar::F32;
+    }
+  };
+  abi::AbiShape shape{s.op == Op::Layer, s.d, s.h, s.n_kv, s.d_k, s.d_v, s.bias,
+                      s.mask.padding};
+  shape.data = scalar(kvTypeOf(s.dtype));
+  shape.kv = scalar(s.kvType());
+  return shape;
 }
 
 std::optional<int64_t> fixedCallSize(const abi::Dim &d,
@@ -91,16 +106,25 @@ HalideBufferCall halideBufferCall(const AttentionSpec &spec,
                                   const WrapperPlan &plan) {
   // GPU targets keep bf16 as its 16-bit pattern (hl::bf16AsBits in
   // compiler/halide/HalidePipeline.h).
-  const bool bits16 = spec.dtype == DType::BF16 && spec.target.isGpu();
-  const int dataCode = spec.dtype == DType::BF16
-                           ? (bits16 ? 1 /* halide_type_uint */
-                                     : 4 /* halide_type_bfloat */)
-                           : 2 /* halide_type_float */;
-  const int dataBits = spec.dtype == DType::F32 ? 32 : 16;
+  const bool bits16 = spec.target.isGpu();
+  const abi::AbiShape shape = abiShapeOf(spec);
   HalideBufferCall c;
   c.setup = plan.setup;
   for (const WrapperTensor &w : plan.tensors) {
-    const bool data = w.model->elem == abi::Elem::Data;
+    // halide_type_code_t: int 0, uint 1, float 2, bfloat 4.
+    int code = 2;
+    switch (abi::scalarOf(*w.model, shape)) {
+    case abi::Scalar::BF16:
+      code = bits16 ? 1 : 4;
+      break;
+    case abi::Scalar::I8:
+    case abi::Scalar::I32:
+      code = 0;
+      break;
+    default:
+      break;
+    }
+    const int bits = 8 * abi::scalarBytes(abi::scalarOf(*w.model, shape));
     const std::string name = w.model->name;
     const std::string n = std::to_string(w.extents.size());
     // Halide lists dimensions innermost first.
@@ -109,13 +133,13 @@ HalideBufferCall halideBufferCall(const AttentionSpec &spec,
       e += w.extents[i] + (i ? ", " : "");
       st += w.strides[i] + (i ? ", " : "");
     }
-    c.setup +=
-        "  halide_buffer_t buf_" + name + ";\n  halide_dimension_t dim_" +
-        name + "[" + n + "];\n  {\n    const int64_t e[" + n + "] = {" + e +
-        "};\n    const int64_t s[" + n + "] = {" + st +
-        "};\n    mh_buffer(&buf_" + name + ", dim_" + name + ", " + w.data +
-        ", " + std::to_string(data ? dataCode : 0) + ", " +
-        std::to_string(data ? dataBits : 32) + ", " + n + ", e, s);\n  }\n";
+    c.setup += "  halide_buffer_t buf_" + name +
+               ";\n  halide_dimension_t dim_" + name + "[" + n +
+               "];\n  {\n    const int64_t e[" + n + "] = {" + e +
+               "};\n    const int64_t s[" + n + "] = {" + st +
+               "};\n    mh_buffer(&buf_" + name + ", dim_" + name + ", " +
+               w.data + ", " + std::to_string(code) + ", " +
+               std::to_string(bits) + ", " + n + ", e, s);\n  }\n";
     c.params +=
         std::string(c.params.empty() ? "" : ", ") + "halide_buffer_t *" + name;
     c.callArgs += std::string(c.callArgs.empty() ? "" : ", ") + "&buf_" + name;

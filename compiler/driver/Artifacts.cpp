@@ -45,6 +45,7 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
   m.spec.window = s.mask.window;
   m.spec.padding = s.mask.padding;
   m.spec.dtype = toString(s.dtype);
+  m.spec.kv_dtype = toString(s.kvType());
   m.spec.bias = s.bias;
   m.spec.scale = s.effectiveScale();
   m.spec.T = s.T.value_or(0);
@@ -63,6 +64,8 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
     t["trial"] = source.trialId;
   if (source.medianMs > 0)
     t["median_ms"] = source.medianMs;
+  if (!source.machineClass.empty())
+    t["machine_class"] = source.machineClass;
   if (!source.note.empty())
     t["note"] = source.note;
   m.tuningJson = t.dump();
@@ -90,22 +93,27 @@ static std::string wrapList(const std::vector<std::string> &items,
 }
 
 std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
-  const std::string T = s.dtype == DType::F32 ? "float" : "uint16_t";
   std::string comment;
   std::istringstream lines(s.canonical());
   for (std::string line; std::getline(lines, line);)
     comment += " *   " + line + "\n";
-  const std::string elem =
-      s.dtype == DType::F32
-          ? "float"
-          // No "/* */" here: this text sits inside the header's comment.
-          : std::string("uint16_t holding ") + toString(s.dtype) + " bits";
+  // No "/* */" here: this text sits inside the header's comment.
+  auto elemText = [](abi::Scalar x) {
+    return x == abi::Scalar::BF16 || x == abi::Scalar::F16
+               ? std::string("uint16_t holding ") + abi::scalarName(x) + " bits"
+               : std::string(abi::scalarCType(x));
+  };
+  const abi::AbiShape shape = backend::abiShapeOf(s);
+  std::string elem = elemText(shape.data);
+  if (shape.kv != shape.data)
+    elem += "; k and v are " + elemText(shape.kv) +
+            (shape.kv == abi::Scalar::I8 ? " with float row scales" : "");
   // A convenience entry point for dense tensors: the ABI model's tensors
   // as parameters (inputs, outputs, the sizes, then integer vectors).
   const bool layer = s.op == Op::Layer;
   std::vector<std::string> docs, params;
   std::string sets, ints, intSets;
-  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s))) {
+  for (const abi::TensorModel *t : abi::tensors(shape)) {
     const std::string n = t->name;
     if (t->elem == abi::Elem::Int32) {
       ints += ",\n    const int32_t *" + n;
@@ -113,7 +121,9 @@ std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
       continue;
     }
     docs.push_back(n + " " + abi::dimsText(*t));
-    params.push_back((t->output ? "" : "const ") + T + " *" + n);
+    params.push_back((t->output ? "" : "const ") +
+                     std::string(abi::scalarCType(abi::scalarOf(*t, shape))) +
+                     " *" + n);
     sets += "  a." + n + " = " + n + ";\n";
   }
   std::string conv =

@@ -69,9 +69,10 @@ AttentionStages defineAttention(const AttentionSpec &s,
     throw BackendError("schedule", "heads_per_tile " + std::to_string(HP) +
                                        " does not divide h/kv " +
                                        std::to_string(group));
-  if (tiles.bf16Dot && (s.d_k % 2 || KT % 2 || s.dtype != DType::BF16))
-    throw BackendError("schedule", "bf16_dot needs bf16 inputs, an even dk "
-                                   "and an even key_tile");
+  if (tiles.bf16Dot && (s.d_k % 2 || KT % 2 || s.dtype != DType::BF16 ||
+                        s.kvType() != KvType::BF16))
+    throw BackendError("schedule", "bf16_dot needs bf16 inputs (Q, K and V), "
+                                   "an even dk and an even key_tile");
   if (QT < HP * TT)
     throw BackendError("schedule", "rows per tile " + std::to_string(QT) +
                                        " < heads_per_tile * tokens_per_tile");

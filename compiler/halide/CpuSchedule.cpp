@@ -25,7 +25,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // The bf16 dot path reads bf16 Q/K/V directly: the attention core of an
   // sdpa kernel on a target with AVX512_BF16.
   const bool bf16DotOk =
-      s.op == Op::Sdpa && s.dtype == DType::BF16 && s.d_k % 2 == 0 &&
+      s.op == Op::Sdpa && s.dtype == DType::BF16 &&
+      s.kvType() == KvType::BF16 && s.d_k % 2 == 0 &&
       std::find(target.cpuFeatures.begin(), target.cpuFeatures.end(),
                 "avx512_bf16") != target.cpuFeatures.end();
 

@@ -24,16 +24,24 @@ bool bf16AsBits(const AttentionSpec &s) {
 
 namespace {
 
-Type elementType(const AttentionSpec &s) {
-  switch (s.dtype) {
-  case DType::F32:
-    return Float(32);
-  case DType::BF16:
-    return bf16AsBits(s) ? UInt(16) : BFloat(16);
-  case DType::F16:
+// The Halide type of a stored element.
+Type halideType(abi::Scalar x, bool bf16Bits) {
+  switch (x) {
+  case abi::Scalar::BF16:
+    return bf16Bits ? UInt(16) : BFloat(16);
+  case abi::Scalar::F16:
     return Float(16);
+  case abi::Scalar::I8:
+    return Int(8);
+  case abi::Scalar::I32:
+    return Int(32);
+  default:
+    return Float(32);
   }
-  return Float(32);
+}
+
+Type elementType(const AttentionSpec &s) {
+  return halideType(backend::abiShapeOf(s).data, bf16AsBits(s));
 }
 
 // Storage value -> f32, and f32 -> storage value (round to nearest even).
@@ -79,15 +87,15 @@ void constrainDims(OutputImageParam p, const abi::TensorModel &t,
   }
 }
 
-AbiParams abiParams(const AttentionSpec &s, const Type &dataType) {
+AbiParams abiParams(const AttentionSpec &s) {
   AbiParams out;
-  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s))) {
+  const abi::AbiShape shape = backend::abiShapeOf(s);
+  for (const abi::TensorModel *t : abi::tensors(shape)) {
     if (t->output)
       continue;
-    const bool data = t->elem == abi::Elem::Data;
-    ImageParam p(data ? dataType : Int(32), static_cast<int>(t->dims.size()),
-                 t->name);
-    constrainDims(p, *t, s, /*bindCallSizes=*/data);
+    ImageParam p(halideType(abi::scalarOf(*t, shape), bf16AsBits(s)),
+                 static_cast<int>(t->dims.size()), t->name);
+    constrainDims(p, *t, s, /*bindCallSizes=*/abi::isNumeric(*t));
     out.byName.emplace(t->name, p);
     out.inOrder.push_back(p);
   }
@@ -113,7 +121,7 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
   const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v, d = s.d;
   auto f32 = [&](Expr e) { return toF32(s, e); };
 
-  AbiParams params = abiParams(s, T);
+  AbiParams params = abiParams(s);
   auto param = [&](const char *name) { return params.byName.at(name); };
   bp.inputs = params.inOrder;
   bp.args.assign(params.inOrder.begin(), params.inOrder.end());
@@ -128,8 +136,19 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
   if (s.op == Op::Sdpa) {
     ImageParam q = param("q"), k = param("k"), vv = param("v");
     in.q(v.c, v.hd, v.t, v.b) = f32(q(v.c, v.hd, v.t, v.b));
-    in.k(v.c, v.g, v.t, v.b) = f32(k(v.c, v.g, v.t, v.b));
-    in.v(v.c, v.g, v.t, v.b) = f32(vv(v.c, v.g, v.t, v.b));
+    // K/V as stored (kv_dtype): f32/bf16/f16 convert exactly to f32; int8
+    // rows are scaled by their row's scale (docs/design.md §5). GPU
+    // kernels keep K/V as the dtype (kv_dtype is for CPU targets).
+    if (s.kvQuantized()) {
+      ImageParam ks = param("k_scale"), vs = param("v_scale");
+      in.k(v.c, v.g, v.t, v.b) =
+          cast<float>(k(v.c, v.g, v.t, v.b)) * ks(v.g, v.t, v.b);
+      in.v(v.c, v.g, v.t, v.b) =
+          cast<float>(vv(v.c, v.g, v.t, v.b)) * vs(v.g, v.t, v.b);
+    } else {
+      in.k(v.c, v.g, v.t, v.b) = f32(k(v.c, v.g, v.t, v.b));
+      in.v(v.c, v.g, v.t, v.b) = f32(vv(v.c, v.g, v.t, v.b));
+    }
     in.qRaw(v.c, v.hd, v.t, v.b) = q(v.c, v.hd, v.t, v.b);
     in.kRaw(v.c, v.g, v.t, v.b) = k(v.c, v.g, v.t, v.b);
     in.vRaw(v.c, v.g, v.t, v.b) = vv(v.c, v.g, v.t, v.b);

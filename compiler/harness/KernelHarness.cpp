@@ -6,27 +6,48 @@
 #include "mhagen/reference/Reference.h"
 #include "mhagen/spec/CostModel.h"
 
+#include "mhagen/runtime.h"
+
 #include <cmath>
 #include <random>
+#include <stdexcept>
 
 namespace mhagen {
 
-Problem::Tensor Problem::make(size_t n, float lo, float hi,
-                              uint32_t seed) const {
+Problem::Tensor Problem::make(size_t n, float lo, float hi, uint32_t seed,
+                              abi::Scalar x, size_t row, Tensor *scales) const {
   Tensor t;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);
   t.f32.resize(n);
-  for (float &x : t.f32)
-    x = u(rng);
-  if (spec_.dtype != DType::F32) {
+  for (float &v : t.f32)
+    v = u(rng);
+  switch (x) {
+  case abi::Scalar::BF16:
+  case abi::Scalar::F16:
+    t.exact = t.f32;
     t.bits.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      t.bits[i] = spec_.dtype == DType::BF16 ? floatToBf16(t.f32[i])
-                                             : floatToF16(t.f32[i]);
-      t.f32[i] = spec_.dtype == DType::BF16 ? bf16ToFloat(t.bits[i])
-                                            : f16ToFloat(t.bits[i]);
+      const bool bf = x == abi::Scalar::BF16;
+      t.bits[i] = bf ? floatToBf16(t.f32[i]) : floatToF16(t.f32[i]);
+      t.f32[i] = bf ? bf16ToFloat(t.bits[i]) : f16ToFloat(t.bits[i]);
     }
+    break;
+  case abi::Scalar::I8: {
+    // The runtime's own quantiser: what a caller filling a cache uses.
+    t.exact = t.f32;
+    t.i8.resize(n);
+    scales->f32.resize(n / row);
+    if (mhagen_kv_quantize_i8(t.exact.data(), static_cast<int64_t>(n / row),
+                              static_cast<int64_t>(row), t.i8.data(),
+                              scales->f32.data()) != MHAGEN_OK)
+      throw std::runtime_error(mhagen_last_error());
+    for (size_t i = 0; i < n; ++i)
+      t.f32[i] = static_cast<float>(t.i8[i]) * scales->f32[i / row];
+    break;
+  }
+  default:
+    break;
   }
   return t;
 }
@@ -77,7 +98,8 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   const abi::AbiShape shape = backend::abiShapeOf(s);
   uint32_t next = 1; // seeds in the model's order
   for (const abi::TensorModel *t : abi::tensors(shape)) {
-    if (t->elem != abi::Elem::Data)
+    // Scales come with their int8 tensor (its quantisation).
+    if (t->elem != abi::Elem::Data && t->elem != abi::Elem::KvData)
       continue;
     const size_t n = elementCount(*t, shape, size_);
     if (t->output) {
@@ -86,7 +108,13 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
     }
     auto it = amplitude.find(t->name);
     const float a = it == amplitude.end() ? 1.0f : it->second;
-    inputs_[t->name] = make(n, -a, a, seed + next++);
+    const size_t row = static_cast<size_t>(abi::denseInnerElements(
+        *t, shape, t->dims.size() - 1)); // one int8 scale per row
+    Tensor scales;
+    inputs_[t->name] =
+        make(n, -a, a, seed + next++, abi::scalarOf(*t, shape), row, &scales);
+    if (!scales.f32.empty())
+      inputs_[std::string(t->name) + "_scale"] = std::move(scales);
   }
   if (s.dtype != DType::F32)
     outBits_.assign(outF32_.size(), 0);
@@ -136,7 +164,8 @@ std::vector<float> Problem::output() const {
   return out;
 }
 
-std::vector<double> Problem::reference(const std::vector<int64_t> &rows) const {
+std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
+                                       bool exactKv) const {
   const std::vector<int64_t> *r = rows.empty() ? nullptr : &rows;
   if (spec_.op == Op::Sdpa) {
     ref::SdpaArgs a;
@@ -146,6 +175,10 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows) const {
     a.q = input("q");
     a.k = input("k");
     a.v = input("v");
+    if (exactKv && !inputs_.at("k").exact.empty()) {
+      a.k = inputs_.at("k").exact.data();
+      a.v = inputs_.at("v").exact.data();
+    }
     a.kvLens = lens_.empty() ? nullptr : lens_.data();
     a.rows = r;
     return ref::sdpa<double>(spec_, a);
@@ -168,9 +201,20 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows) const {
 }
 
 Comparison Problem::check(const std::vector<int64_t> &rows) const {
+  return compare(rows, false);
+}
+
+Comparison Problem::checkKvStorage(const std::vector<int64_t> &rows) const {
+  return compare(rows, true);
+}
+
+Comparison Problem::compare(const std::vector<int64_t> &rows,
+                            bool exactKv) const {
   std::vector<float> got = output();
-  std::vector<double> want = reference(rows);
-  Tolerance tol = toleranceFor(spec_.dtype, spec_.op);
+  std::vector<double> want = reference(rows, exactKv);
+  const Tolerance tol = exactKv
+                            ? kvStorageTolerance(spec_.dtype, spec_.kvType())
+                            : toleranceFor(spec_.dtype, spec_.op);
   if (rows.empty())
     return compareToReference(got, want, tol);
   // Only the checked rows: gather them from both.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -61,13 +62,21 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
   js["gflops_useful"] = useful / (t.medianMs * 1e6);
   // K and V as stored, read once per call: decode's bandwidth floor.
   const double kvBytes = static_cast<double>(p.size().B) * p.size().Tkv *
-                         spec.n_kv * (spec.d_k + spec.d_v) *
-                         dtypeBytes(spec.dtype);
+                         static_cast<double>(spec.kvBytesPerToken());
   if (spec.op == Op::Sdpa) // a layer computes its K/V, it reads X
     js["kv_gbs"] = kvBytes / (t.medianMs * 1e6);
   js["max_abs_err"] = cmp.maxAbsErr;
   js["rows_checked"] = checked;
   js["within_tolerance"] = cmp.ok();
+  // K/V stored as another type: the storage error too, against the
+  // reference on K/V before storage (kvStorageTolerance).
+  std::optional<Comparison> storage;
+  if (spec.kv_dtype) {
+    storage = p.checkKvStorage(rows);
+    js["kv_dtype"] = toString(*spec.kv_dtype);
+    js["kv_storage_max_abs_err"] = storage->maxAbsErr;
+    js["kv_storage_within_bound"] = storage->ok();
+  }
 
   char buf[512];
   text << "kernel   " << mhagen_kernel_symbol(k) << " ("
@@ -95,7 +104,16 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                 static_cast<long long>(p.size().B * p.size().Tq),
                 cmp.ok() ? "OK" : "FAILED", tol.atol, tol.rtol);
   text << buf;
-  return cmp.ok() ? 0 : 1;
+  if (storage) {
+    const Tolerance st = kvStorageTolerance(spec.dtype, spec.kvType());
+    std::snprintf(buf, sizeof buf,
+                  "storage  K/V as %s: max |err| %.3g vs the reference on K/V "
+                  "before storage: %s (bound %g + %g*|ref|)\n",
+                  toString(spec.kvType()), storage->maxAbsErr,
+                  storage->ok() ? "OK" : "FAILED", st.atol, st.rtol);
+    text << buf;
+  }
+  return cmp.ok() && (!storage || storage->ok()) ? 0 : 1;
 }
 
 } // namespace mhagen

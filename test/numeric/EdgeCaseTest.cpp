@@ -217,6 +217,50 @@ TEST(Strides, FusedQkvBufferGivesTheSameBits) {
     }
 }
 
+// An int8 K/V cache with spare capacity: K/V and their scales are read in
+// place through batch strides (a cache of `cap` tokens per sequence holding
+// `tkv`), with the same bits as a dense call.
+TEST(Strides, Int8CacheWithSpareCapacityGivesTheSameBits) {
+  const mhagen_kernel *k = kernel("t_kvstore_i8_causal_padding_kv2");
+  ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
+  AttentionSpec s = specOf(k);
+  ASSERT_TRUE(s.kvQuantized());
+  const int64_t B = 3, Tq = 2, Tkv = 301, cap = 512, kv = s.n_kv;
+  const int64_t kRow = kv * s.d_k, vRow = kv * s.d_v;
+  Problem p(s, {B, Tq, Tkv}, {});
+  mhagen_call_args dense = p.args();
+  ASSERT_EQ(mhagen_call(k, &dense), MHAGEN_OK) << mhagen_last_error();
+  ASSERT_TRUE(p.check(rowsToCheck(p)).ok());
+  const std::vector<float> want = p.output();
+
+  std::vector<int8_t> kc(B * cap * kRow, 99), vc(B * cap * vRow, 99);
+  std::vector<float> ksc(B * cap * kv, 1e30f), vsc(B * cap * kv, 1e30f);
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(&kc[b * cap * kRow],
+                static_cast<const int8_t *>(dense.k) + b * Tkv * kRow,
+                Tkv * kRow);
+    std::memcpy(&vc[b * cap * vRow],
+                static_cast<const int8_t *>(dense.v) + b * Tkv * vRow,
+                Tkv * vRow);
+    std::memcpy(&ksc[b * cap * kv], dense.k_scale + b * Tkv * kv, Tkv * kv * 4);
+    std::memcpy(&vsc[b * cap * kv], dense.v_scale + b * Tkv * kv, Tkv * kv * 4);
+  }
+  p.clearOutput();
+  mhagen_call_args a = dense;
+  a.k = kc.data();
+  a.v = vc.data();
+  a.k_scale = ksc.data();
+  a.v_scale = vsc.data();
+  a.k_batch_stride = cap * kRow;
+  a.v_batch_stride = cap * vRow;
+  a.k_scale_batch_stride = a.v_scale_batch_stride = cap * kv;
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  const std::vector<float> got = p.output();
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], want[i]) << "element " << i;
+}
+
 TEST(StaticSizes, RunsAtItsSizeAndRefusesOthers) {
   const mhagen_kernel *k = kernel("t_static_sdpa");
   ASSERT_NE(k, nullptr);

@@ -57,6 +57,19 @@ public:
                         << c.worstIndex << ", " << c.failures
                         << " elements beyond " << tol.atol << " + " << tol.rtol
                         << "*|ref|" << (c.sawNaN ? " (NaN or Inf seen)" : "");
+    if (!spec_.kv_dtype)
+      return;
+    // The storage error of K/V in kv_dtype, against the reference on the values
+    // before storage: the bound the tolerance table states.
+    Comparison cs = p.checkKvStorage(rows);
+    Tolerance ts = kvStorageTolerance(spec_.dtype, spec_.kvType());
+    EXPECT_TRUE(cs.ok()) << mhagen_kernel_symbol(k_) << " kv_dtype "
+                         << toString(spec_.kvType()) << " B " << size_.B
+                         << " Tq " << size_.Tq << " Tkv " << size_.Tkv
+                         << ": max |err| against unrounded K/V " << cs.maxAbsErr
+                         << ", " << cs.failures << " elements beyond "
+                         << ts.atol << " + " << ts.rtol << "*|ref|";
+    RecordProperty("kv_storage_max_abs_err", std::to_string(cs.maxAbsErr));
   }
 
 private:

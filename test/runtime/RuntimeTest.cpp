@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -393,6 +395,118 @@ TEST_F(Validation, BiasPointersWithoutBias) {
   a.out = out.data();
   expectError(&layer, &a, MHAGEN_ERR_INVALID_ARGUMENT,
               "bias pointers given but this kernel's spec has bias = false");
+}
+
+// kv_dtype = i8: int8 K/V plus one f32 scale per (batch, token, kv head).
+TEST_F(Validation, Int8KvNeedsItsScales) {
+  KernelManifest m = fakeManifest("vali8", "vali8_avx2", "avx2", kAvx2);
+  m.spec.kv_dtype = "i8";
+  static FakeKernel i8(m);
+  const int64_t B = 2, T = 5;
+  std::vector<float> q(B * T * 4 * 8), out(B * T * 4 * 8);
+  std::vector<int8_t> k(B * T * 2 * 8), v(B * T * 2 * 8);
+  std::vector<float> ks(B * T * 2), vs(B * T * 2);
+  mhagen_call_args a{};
+  a.abi_version = MHAGEN_ABI_VERSION;
+  a.batch = B;
+  a.t_q = a.t_kv = T;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.out = out.data();
+  a.k_scale = ks.data();
+  a.v_scale = vs.data();
+  ASSERT_EQ(call(&i8, &a), MHAGEN_OK) << mhagen_last_error();
+  // int8 elements have no alignment to keep: an odd address is fine.
+  std::vector<int8_t> k1(k.size() + 1);
+  mhagen_call_args c = a;
+  c.k = k1.data() + 1;
+  EXPECT_EQ(call(&i8, &c), MHAGEN_OK) << mhagen_last_error();
+  c = a;
+  c.v_scale = nullptr;
+  expectError(&i8, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "v_scale is NULL but kv_dtype = i8: pass one f32 scale per "
+              "(batch, token, kv head)");
+  c = a;
+  c.k_scale_token_stride = 1; // a token holds kv = 2 scales
+  expectError(&i8, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k_scale token stride 1 is smaller than one token (2 elements)");
+  c = a;
+  c.k_scale = reinterpret_cast<const float *>(
+      reinterpret_cast<const char *>(ks.data()) + 2);
+  expectError(&i8, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k_scale is not aligned to its element size (4 bytes)");
+  c = a;
+  c.out = vs.data(); // the output must not alias the scales either
+  expectError(&i8, &c, MHAGEN_ERR_INVALID_ARGUMENT, "out overlaps input");
+  // Scales given to a kernel whose K/V are not int8.
+  Buffers b;
+  b.args.k_scale = ks.data();
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k_scale given but this kernel's kv_dtype is not i8");
+}
+
+TEST(Manifest, KvDtypeIsReadAndChecked) {
+  KernelManifest m = fakeManifest("kvm", "kvm_avx2", "avx2", kAvx2);
+  m.spec.kv_dtype = "f16";
+  KernelManifest back;
+  std::string err;
+  ASSERT_TRUE(KernelManifest::fromJson(m.toJson(), back, &err)) << err;
+  EXPECT_EQ(back.spec.kv_dtype, "f16");
+  m.spec.kv_dtype = "i4";
+  EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), back, &err));
+  EXPECT_TRUE(contains(err, "spec.kv_dtype must be f32, bf16, f16 or i8"))
+      << err;
+}
+
+TEST(KvQuantize, RowsKeepHalfAStepAndSaturateAt127) {
+  const int64_t rows = 3, width = 5;
+  std::vector<float> x = {0.5f,   -1.0f, 0.25f, 0.0f, 0.999f, // amax 1
+                          0.0f,   0.0f,  0.0f,  0.0f, 0.0f,   // all zero
+                          -3e-3f, 1e-3f, 2e-3f, 0.0f, 3e-3f};
+  std::vector<int8_t> q(rows * width);
+  std::vector<float> s(rows);
+  ASSERT_EQ(mhagen_kv_quantize_i8(x.data(), rows, width, q.data(), s.data()),
+            MHAGEN_OK)
+      << mhagen_last_error();
+  EXPECT_FLOAT_EQ(s[0], 1.0f / 127);
+  EXPECT_EQ(q[1], -127);
+  EXPECT_EQ(s[1], 0.0f);
+  for (int64_t c = 0; c < width; ++c)
+    EXPECT_EQ(q[width + c], 0);
+  EXPECT_EQ(q[2 * width], -127);
+  EXPECT_EQ(q[2 * width + 4], 127);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < width; ++c)
+      EXPECT_LE(std::fabs(x[r * width + c] - q[r * width + c] * s[r]),
+                s[r] / 2 * (1 + 1e-6f))
+          << "row " << r << " col " << c;
+  x[7] = std::nanf("");
+  q.assign(q.size(), 9);
+  EXPECT_EQ(mhagen_kv_quantize_i8(x.data(), rows, width, q.data(), s.data()),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(mhagen_last_error(), "src[7] is not finite"));
+  EXPECT_EQ(q[0], 9) << "nothing is written on refusal";
+  EXPECT_EQ(mhagen_kv_quantize_i8(x.data(), 1, 0, q.data(), s.data()),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(mhagen_kv_quantize_i8(nullptr, 1, 5, q.data(), s.data()),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+}
+
+TEST(KvQuantize, TinyRowsKeepTheirZerosAndSigns) {
+  // 127 / amax overflows f32 for amax below ~3.7e-37: the row must still
+  // quantise (zeros to 0, the extreme to +-127), not turn into NaN.
+  const std::vector<float> x = {1e-37f, 0.0f, -5e-38f, 0.0f, -1e-37f};
+  std::vector<int8_t> q(x.size(), 9);
+  float s = -1;
+  ASSERT_EQ(mhagen_kv_quantize_i8(x.data(), 1, 5, q.data(), &s), MHAGEN_OK)
+      << mhagen_last_error();
+  EXPECT_GT(s, 0.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], 0);
+  EXPECT_EQ(q[3], 0);
+  EXPECT_EQ(q[4], -127);
+  EXPECT_LE(std::abs(q[2] + 64), 1);
 }
 
 TEST(Threads, CountIsSettableAndChecked) {

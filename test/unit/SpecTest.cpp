@@ -227,6 +227,46 @@ TEST(SpecErrors, SemanticRules) {
             "target");
 }
 
+TEST(Spec, KvDtypeIsItsOwnFieldAndKeepsOldKeys) {
+  AttentionSpec s =
+      one("spec a { op = sdpa; d = 4096; h = 32; kv = 8; kv_dtype = int8 }");
+  ASSERT_TRUE(s.kv_dtype.has_value());
+  EXPECT_EQ(*s.kv_dtype, KvType::I8);
+  EXPECT_TRUE(s.kvQuantized());
+  EXPECT_EQ(s.derivedName(), "mha_sdpa_d4096_h32_kv8_dk128_none_f32_kvi8");
+  // 8 heads x (128 + 128) int8 values + 2 x 8 f32 scales per token.
+  EXPECT_EQ(s.kvBytesPerToken(), 8 * 256 + 64);
+  AttentionSpec again = one(s.canonical());
+  EXPECT_EQ(again, s) << s.canonical();
+  EXPECT_NE(s.canonical().find("kv_dtype = i8"), std::string::npos);
+  // Stored as the dtype is the default: no field, the same key and hash.
+  AttentionSpec plain = one("spec a { op = sdpa; d = 4096; h = 32; kv = 8 }");
+  AttentionSpec same = one("spec a { op = sdpa; d = 4096; h = 32; kv = 8; "
+                           "dtype = bf16; kv_dtype = bf16 }");
+  EXPECT_FALSE(same.kv_dtype.has_value());
+  EXPECT_EQ(same.kvType(), KvType::BF16);
+  EXPECT_EQ(plain.semanticKey().find("kv_dtype"), std::string::npos);
+  EXPECT_NE(plain.hash(), s.hash());
+  EXPECT_EQ(plain.kvBytesPerToken(), 8 * 256 * 4);
+}
+
+TEST(SpecErrors, KvDtypeRules) {
+  SpecDiagnostic d = firstError("spec a { op = sdpa; d = 64; h = 4; "
+                                "kv_dtype = fp8 }");
+  EXPECT_EQ(d.field, "kv_dtype");
+  EXPECT_EQ(d.value, "fp8");
+  EXPECT_NE(d.rule.find("expected f32, bf16, f16 or i8"), std::string::npos);
+  d = firstError("spec a { d = 64; h = 4; kv_dtype = i8 }");
+  EXPECT_EQ(d.field, "kv_dtype");
+  EXPECT_NE(d.rule.find("needs op = sdpa"), std::string::npos);
+  d = firstError("spec a { op = sdpa; d = 64; h = 4; kv_dtype = f16; "
+                 "backend = mlir }");
+  EXPECT_NE(d.rule.find("halide backend only"), std::string::npos);
+  d = firstError("spec a { op = sdpa; d = 64; h = 4; kv_dtype = f16; "
+                 "target = cuda_sm90 }");
+  EXPECT_NE(d.rule.find("CPU targets"), std::string::npos);
+}
+
 TEST(SpecErrors, EveryProblemIsReported) {
   try {
     parseSpecs("spec a { d = 64; h = 4; dtype = f8; mask = bogus }", "x");

@@ -6,6 +6,7 @@
 #define MHAGEN_HARNESS_KERNELHARNESS_H
 
 #include "mhagen/abi.h"
+#include "mhagen/abi_model.hpp"
 #include "mhagen/reference/Tolerance.h"
 #include "mhagen/spec/AttentionSpec.h"
 
@@ -45,9 +46,16 @@ public:
   std::vector<float> output() const;
   /// Reference output (f64 accumulation) for the given query tokens
   /// (empty = all); other rows are 0.
-  std::vector<double> reference(const std::vector<int64_t> &rows) const;
-  /// Compares output() with the reference on those rows.
+  /// exactKv: on K/V as generated, before they were stored as the spec's
+  /// kv_dtype (else on the stored values, as the kernel sees them).
+  std::vector<double> reference(const std::vector<int64_t> &rows,
+                                bool exactKv = false) const;
+  /// Compares output() with the reference on those rows: the kernel's
+  /// arithmetic, held to toleranceFor (mhagen/reference/Tolerance.h).
   Comparison check(const std::vector<int64_t> &rows) const;
+  /// The same against the reference on K/V before storage: the error of
+  /// the kv_dtype storage too, held to kvStorageTolerance.
+  Comparison checkKvStorage(const std::vector<int64_t> &rows) const;
   /// Reference cost estimate in FLOPs for all rows (to decide sampling).
   double referenceFlops() const;
   const std::vector<int32_t> &kvLens() const { return lens_; }
@@ -55,18 +63,26 @@ public:
 
 private:
   struct Tensor {
-    std::vector<float> f32;     ///< values, rounded to the dtype
+    std::vector<float> f32;     ///< values as stored, in f32
+    std::vector<float> exact;   ///< values before storage (K/V only)
     std::vector<uint16_t> bits; ///< bf16/f16 storage
+    std::vector<int8_t> i8;     ///< int8 storage (row scales elsewhere)
     const void *data() const {
+      if (!i8.empty())
+        return i8.data();
       return bits.empty() ? static_cast<const void *>(f32.data())
                           : static_cast<const void *>(bits.data());
     }
   };
-  Tensor make(size_t n, float lo, float hi, uint32_t seed) const;
+  /// n values U(lo, hi) stored as x; int8 is quantised per row of `row`
+  /// values, its scales going to *scales.
+  Tensor make(size_t n, float lo, float hi, uint32_t seed, abi::Scalar x,
+              size_t row, Tensor *scales) const;
 
   /// The f32 values of an input tensor of the ABI model, by name (nullptr
   /// if this problem's kernel has no such tensor).
   const float *input(const char *name) const;
+  Comparison compare(const std::vector<int64_t> &rows, bool exactKv) const;
 
   AttentionSpec spec_;
   ProblemSize size_;

@@ -56,6 +56,38 @@ inline Tolerance logitScaledTolerance(DType t, Op op, double logit,
   return tol;
 }
 
+/// The error of storing K and V as kv_dtype, against the f64 reference on
+/// the values before storage (the harness's referenceOnExactKv), for
+/// inputs |q|, |k|, |v| <= 1 and the default scale 1/sqrt(dk). Storing
+/// moves each element by at most e: half an ulp below 1 (bf16 2^-9, f16
+/// 2^-12; f32 0) or, for i8, half a step of its row's scale,
+/// max|row| / 254 <= 1/254. V's error passes to the output (a convex
+/// combination) unchanged: e. K's moves each score by
+/// scale * sum_c q_c dk_c, about e/3 in standard deviation for random
+/// rounding, and an output moves by at most 2 max|dscore| (|v - o| <= 2);
+/// 4 standard deviations give 2.7e. Hence atol + 4e on top of the dtype's
+/// own tolerance. Measured maximum on the numeric group "kv_storage"
+/// (T_kv up to 4096, GQA, all masks): docs/design.md §5.
+inline Tolerance kvStorageTolerance(DType dtype, KvType kv) {
+  Tolerance tol = toleranceFor(dtype, Op::Sdpa);
+  double e = 0;
+  switch (kv) {
+  case KvType::F32:
+    break;
+  case KvType::BF16:
+    e = 1.0 / 512;
+    break;
+  case KvType::F16:
+    e = 1.0 / 4096;
+    break;
+  case KvType::I8:
+    e = 1.0 / 254;
+    break;
+  }
+  tol.atol += 4 * e;
+  return tol;
+}
+
 struct Comparison {
   double maxAbsErr = 0;
   int64_t worstIndex = -1;
