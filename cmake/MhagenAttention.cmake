@@ -4,7 +4,12 @@
 #     [MASK <expr>] [DTYPE f32|bf16|f16] [BIAS] [SCALE <s>] [NAME <name>]
 #     [T <T>] [TKV <Tkv>] [B <B>]              # one spec from flags
 #   [TARGETS <target>...]                      # e.g. avx2 avx512 (default host)
-#   [BACKEND halide|mlir] [TUNING_DB <file>] [BUNDLE <name>] [EMIT <ir>...])
+#   [BACKEND halide|mlir] [TUNING_DB <file> [MACHINE_CLASS <class>]]
+#   [BUNDLE <name>] [EMIT <ir>...])
+#
+# TUNING_DB picks each spec's record measured on MACHINE_CLASS (as `mhagen
+# tune --report` prints it; default: the machine that builds), else on the
+# nearest class the database has, and says which at build time.
 #
 # Generates the kernels at build time with mhagen and links them, and the
 # mhagen runtime, into <target>. The kernels' headers come through one
@@ -13,7 +18,7 @@
 # mhagen itself change.
 function(mhagen_add_attention target)
   cmake_parse_arguments(MA "BIAS"
-    "OP;D;H;KV;DK;DV;MASK;DTYPE;SCALE;NAME;T;TKV;B;BACKEND;TUNING_DB;BUNDLE"
+    "OP;D;H;KV;DK;DV;MASK;DTYPE;SCALE;NAME;T;TKV;B;BACKEND;TUNING_DB;MACHINE_CLASS;BUNDLE"
     "SPECS;TARGETS;EMIT" ${ARGN})
   if(MA_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR
@@ -96,6 +101,11 @@ function(mhagen_add_attention target)
     get_filename_component(_db "${MA_TUNING_DB}" ABSOLUTE)
     list(APPEND _args --db "${_db}")
     list(APPEND _deps "${_db}")
+    if(MA_MACHINE_CLASS)
+      list(APPEND _args --machine-class "${MA_MACHINE_CLASS}")
+    endif()
+  elseif(MA_MACHINE_CLASS)
+    message(FATAL_ERROR "mhagen_add_attention: MACHINE_CLASS needs TUNING_DB")
   endif()
   if(MA_EMIT)
     list(JOIN MA_EMIT "," _emit)

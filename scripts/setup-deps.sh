@@ -23,6 +23,8 @@ PACKAGES=(
   pocl-opencl-icd ocl-icd-opencl-dev
   # tuning report plot
   python3-matplotlib
+  # tuning spread over a cluster: the one-node Slurm test (tune_slurm_array)
+  slurm-wlm
 )
 
 missing=()

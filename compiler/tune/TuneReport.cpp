@@ -43,10 +43,11 @@ bool printTuningReport(const std::string &dbPath,
       if (!wanted)
         continue;
     }
-    std::string key = r.specHash + " " + r.target + " " + r.backend + " B" +
-                      std::to_string(r.B) + " T" + std::to_string(r.T) +
-                      " Tkv" + std::to_string(r.Tkv) + " threads" +
-                      std::to_string(r.threads);
+    std::string key =
+        r.specHash + " " + r.target + " " + r.backend + " B" +
+        std::to_string(r.B) + " T" + std::to_string(r.T) + " Tkv" +
+        std::to_string(r.Tkv) + " threads" + std::to_string(r.threads) + " | " +
+        (r.machineClass.empty() ? "unrecorded machine class" : r.machineClass);
     if (!groups.count(key))
       order.push_back(key);
     groups[key].trials.push_back(&r);
@@ -85,7 +86,19 @@ bool printTuningReport(const std::string &dbPath,
     int remeasures = 0;
     for (const TrialRecord *r : g.trials)
       remeasures += r->phase == "remeasure";
-    std::printf("%s (%s)\n", kernelName.c_str(), key.c_str());
+    const std::string problem = key.substr(0, key.find(" | "));
+    std::printf("%s (%s)\n", kernelName.c_str(), problem.c_str());
+    {
+      MachineClass c;
+      const std::string &cls = g.trials[0]->machineClass;
+      if (MachineClass::fromKey(cls, c, nullptr))
+        std::printf(
+            "  machine     %s%s\n              class: %s\n", c.brief().c_str(),
+            c == MachineClass::host() ? " (this machine)" : "", cls.c_str());
+      else
+        std::printf("  machine     unrecorded class (%s)\n",
+                    g.trials[0]->cpuModel.c_str());
+    }
     std::printf("  trials      %zu (",
                 g.trials.size() - static_cast<size_t>(remeasures));
     bool first = true;

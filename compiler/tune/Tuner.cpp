@@ -1,6 +1,7 @@
 #include "mhagen/tune/Tuner.h"
 
 #include "mhagen/driver/BackendRegistry.h"
+#include "mhagen/machine/MachineClass.h"
 #include "mhagen/support/Process.h"
 
 #include <nlohmann/json.hpp>
@@ -43,9 +44,16 @@ std::string shortDuration(double s) {
   return buf;
 }
 
+// This machine's class: records measured on another class are not
+// resumed from (their times say nothing about this one).
+const std::string &hostClassKey() {
+  static const std::string key = MachineClass::host().key();
+  return key;
+}
+
 bool sameProblem(const TrialRecord &r, const TuneOptions &o) {
-  return r.B == o.B && r.T == o.T && r.Tkv == (o.Tkv ? o.Tkv : o.T) &&
-         r.threads == o.threads;
+  return r.machineClass == hostClassKey() && r.B == o.B && r.T == o.T &&
+         r.Tkv == (o.Tkv ? o.Tkv : o.T) && r.threads == o.threads;
 }
 
 } // namespace
@@ -57,6 +65,7 @@ TrialRecord runTrial(const TuneOptions &o, const ScheduleParams &p,
   r.specCanonical = o.spec.canonical();
   r.target = o.spec.target.str();
   r.cpuModel = cpuModelName();
+  r.machineClass = hostClassKey();
   r.backend = toString(o.spec.backend);
   r.mhagenVersion = MHAGEN_VERSION;
   r.params = p;

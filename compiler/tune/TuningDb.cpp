@@ -6,10 +6,13 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 namespace mhagen {
@@ -51,6 +54,8 @@ std::string TrialRecord::toJsonLine() const {
   j["spec"] = specCanonical;
   j["target"] = target;
   j["cpu_model"] = cpuModel;
+  if (!machineClass.empty())
+    j["machine_class"] = machineClass;
   j["backend"] = backend;
   j["mhagen_version"] = mhagenVersion;
   ojson p = ojson::object();
@@ -84,6 +89,7 @@ bool TrialRecord::fromJson(const std::string &line, TrialRecord &r,
     r.specCanonical = j.value("spec", "");
     r.target = j.at("target").get<std::string>();
     r.cpuModel = j.value("cpu_model", "");
+    r.machineClass = j.value("machine_class", "");
     r.backend = j.at("backend").get<std::string>();
     r.mhagenVersion = j.value("mhagen_version", "");
     for (auto it = j.at("params").begin(); it != j.at("params").end(); ++it)
@@ -175,12 +181,12 @@ TuningDb::matching(const std::string &specHash, const std::string &target,
   return out;
 }
 
-std::optional<TrialRecord> TuningDb::best(const std::string &specHash,
-                                          const std::string &target,
-                                          const std::string &backend) const {
-  // Re-measured records (more repetitions) decide when there are any.
+namespace {
+
+// The fastest correct record of `all`: among the re-measured ones (more
+// repetitions) when there are any.
+const TrialRecord *fastest(const std::vector<const TrialRecord *> &all) {
   const TrialRecord *best = nullptr;
-  auto all = matching(specHash, target, backend);
   bool anyRemeasure = false;
   for (const TrialRecord *r : all)
     anyRemeasure |= r->status == TrialStatus::Ok && r->phase == "remeasure";
@@ -189,9 +195,130 @@ std::optional<TrialRecord> TuningDb::best(const std::string &specHash,
         (!anyRemeasure || r->phase == "remeasure") &&
         (!best || r->medianMs < best->medianMs))
       best = r;
-  if (!best)
+  return best;
+}
+
+// Records without a machine class (or with one that does not parse) rank
+// after every known class.
+constexpr double kUnknownClassDistance = 1e9;
+
+} // namespace
+
+std::optional<TrialRecord> TuningDb::best(const std::string &specHash,
+                                          const std::string &target,
+                                          const std::string &backend) const {
+  const TrialRecord *b = fastest(matching(specHash, target, backend));
+  if (!b)
     return std::nullopt;
-  return *best;
+  return *b;
+}
+
+std::optional<TuningDb::Choice>
+TuningDb::bestFor(const std::string &specHash, const std::string &target,
+                  const std::string &backend, const MachineClass &want) const {
+  std::vector<std::string> classes;
+  std::vector<std::vector<const TrialRecord *>> byClass;
+  for (const TrialRecord *r : matching(specHash, target, backend)) {
+    auto it = std::find(classes.begin(), classes.end(), r->machineClass);
+    if (it == classes.end()) {
+      classes.push_back(r->machineClass);
+      byClass.emplace_back();
+      it = classes.end() - 1;
+    }
+    byClass[static_cast<size_t>(it - classes.begin())].push_back(r);
+  }
+  std::optional<Choice> out;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    const TrialRecord *b = fastest(byClass[i]);
+    if (!b)
+      continue;
+    MachineClass c;
+    const double d = MachineClass::fromKey(classes[i], c, nullptr)
+                         ? machineClassDistance(want, c)
+                         : kUnknownClassDistance;
+    if (!out || d < out->distance ||
+        (d == out->distance && b->medianMs < out->record.medianMs))
+      out = Choice{*b, classes[i], d};
+  }
+  return out;
+}
+
+std::string TuningDb::Choice::describe() const {
+  if (sameClass())
+    return "measured on this machine class";
+  if (distance >= kUnknownClassDistance)
+    return "measured on an unrecorded machine class (a record older than "
+           "machine classes), the nearest the database has";
+  MachineClass c;
+  MachineClass::fromKey(machineClass, c, nullptr);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, " (distance %.0f)", distance);
+  return "measured on another machine class, the nearest the database has: " +
+         c.brief() + buf;
+}
+
+std::vector<std::string> TuningDb::machineClasses() const {
+  std::vector<std::string> out;
+  for (const TrialRecord &r : records_)
+    if (std::find(out.begin(), out.end(), r.machineClass) == out.end())
+      out.push_back(r.machineClass);
+  return out;
+}
+
+TuningDbMerge mergeTuningDatabases(const std::vector<std::string> &inputs,
+                                   const std::string &output) {
+  TuningDbMerge out;
+  std::vector<std::string> classes;
+  std::vector<std::vector<std::string>> lines; // per class
+  std::set<std::string> seen;
+  for (const std::string &path : inputs) {
+    if (::access(path.c_str(), R_OK) != 0)
+      throw std::runtime_error("cannot read tuning database " + path + ": " +
+                               std::strerror(errno));
+    TuningDb db(path);
+    out.warnings.insert(out.warnings.end(), db.warnings().begin(),
+                        db.warnings().end());
+    for (const TrialRecord &r : db.records()) {
+      std::string line = r.toJsonLine();
+      if (!seen.insert(line).second) {
+        ++out.duplicates;
+        continue;
+      }
+      auto it = std::find(classes.begin(), classes.end(), r.machineClass);
+      if (it == classes.end()) {
+        classes.push_back(r.machineClass);
+        lines.emplace_back();
+        it = classes.end() - 1;
+      }
+      lines[static_cast<size_t>(it - classes.begin())].push_back(
+          std::move(line));
+    }
+  }
+  std::string text;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    out.perClass.emplace_back(classes[i],
+                              static_cast<int64_t>(lines[i].size()));
+    out.records += static_cast<int64_t>(lines[i].size());
+    for (const std::string &l : lines[i])
+      text += l + "\n";
+  }
+  const std::string tmp = output + ".merge-" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.flush();
+    if (!f) {
+      ::unlink(tmp.c_str());
+      throw std::runtime_error("cannot write " + tmp);
+    }
+  }
+  if (std::rename(tmp.c_str(), output.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw std::runtime_error("cannot rename " + tmp + " to " + output + ": " +
+                             std::strerror(e));
+  }
+  return out;
 }
 
 TuningDbLock::TuningDbLock(const std::string &dbPath, int shardIndex,

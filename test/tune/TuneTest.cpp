@@ -7,6 +7,7 @@
 #include "mhagen/spec/SpecParser.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/tune/ScheduleSearch.h"
+#include "mhagen/tune/TuneShard.h"
 #include "mhagen/tune/TunedSchedule.h"
 #include "mhagen/tune/Tuner.h"
 #include "mhagen/tune/TuningDb.h"
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <thread>
@@ -447,4 +449,269 @@ TEST(Durability, TwoTunersOnOneDatabaseDoNotDuplicate) {
   TuningDb after(db);
   EXPECT_TRUE(after.warnings().empty());
   expectNoDuplicateTrials(after, budget);
+}
+
+// ---- Machine classes (issue 15: records keyed by the machine) ----
+
+namespace {
+
+MachineClass classOf(const std::string &key) {
+  MachineClass c;
+  std::string why;
+  EXPECT_TRUE(MachineClass::fromKey(key, c, &why)) << why;
+  return c;
+}
+
+const char *kSprKey = "GenuineIntel 6/143 l2=2048K l3=266240K cores=2 "
+                      "isa=avx,avx2,avx512_bf16,avx512bw,avx512f,fma";
+const char *kZen4Key = "AuthenticAMD 25/17 l2=1024K l3=32768K cores=2 "
+                       "isa=avx,avx2,avx512_bf16,avx512bw,avx512f,fma";
+const char *kZen3Key =
+    "AuthenticAMD 25/1 l2=512K l3=32768K cores=2 isa=avx,avx2,fma";
+
+TrialRecord classRecord(const std::string &cls, double ms, int64_t keyTile) {
+  TrialRecord r;
+  r.specHash = "abc";
+  r.target = "avx2";
+  r.backend = "halide";
+  r.machineClass = cls;
+  r.params = {{"key_tile", keyTile}};
+  r.status = TrialStatus::Ok;
+  r.medianMs = ms;
+  r.trialId = cls.substr(0, 6) + "-" + std::to_string(keyTile);
+  return r;
+}
+
+} // namespace
+
+TEST(MachineClass, KeyRoundTripsAndBadKeysNameTheField) {
+  const MachineClass host = MachineClass::host();
+  EXPECT_TRUE(host.known());
+  EXPECT_FALSE(host.isa.empty());
+  MachineClass back = classOf(host.key());
+  EXPECT_EQ(back.key(), host.key());
+  EXPECT_EQ(machineClassDistance(host, back), 0);
+  MachineClass c;
+  std::string why;
+  EXPECT_FALSE(MachineClass::fromKey("GenuineIntel 6/143 l2=2048K", c, &why));
+  EXPECT_NE(why.find("l2, l3, cores and isa are all needed"), std::string::npos)
+      << why;
+  EXPECT_FALSE(MachineClass::fromKey(
+      "GenuineIntel six/143 l2=1K l3=1K cores=2 isa=avx", c, &why));
+  EXPECT_NE(why.find("bad family/model"), std::string::npos) << why;
+  EXPECT_FALSE(MachineClass::fromKey(
+      "GenuineIntel 6/143 l2=1M l3=1K cores=2 isa=avx", c, &why));
+  EXPECT_NE(why.find("l2 must be a size in KiB"), std::string::npos) << why;
+  EXPECT_FALSE(MachineClass::fromKey(
+      "GenuineIntel 6/143 l2=1K l3=1K cores=2 isa=avx gpu=1", c, &why));
+  EXPECT_NE(why.find("unknown field 'gpu'"), std::string::npos) << why;
+}
+
+TEST(MachineClass, TheIsaWeighsMostThenTheL2) {
+  const MachineClass spr = classOf(kSprKey), zen4 = classOf(kZen4Key),
+                     zen3 = classOf(kZen3Key);
+  // Zen 4 is nearer to SPR (same ISA) than Zen 3 (no AVX-512) is.
+  EXPECT_LT(machineClassDistance(zen4, spr), machineClassDistance(zen4, zen3));
+  // Symmetric, and the same L2 and vendor beat a different one.
+  EXPECT_EQ(machineClassDistance(spr, zen3), machineClassDistance(zen3, spr));
+  MachineClass zen4BigL2 = zen4;
+  zen4BigL2.l2Bytes = 2048 * 1024;
+  EXPECT_LT(machineClassDistance(zen4BigL2, spr),
+            machineClassDistance(zen4, spr));
+}
+
+TEST(MachineClass, GenerationPicksTheRecordOfItsClassElseTheNearest) {
+  TempDir dir("mhagen-class");
+  const std::string path = dir.file("db.jsonl");
+  {
+    TuningDb db(path);
+    // The SPR record is the fastest in absolute terms; a Zen 3 user must
+    // still get the Zen 3 record.
+    db.append(classRecord(kSprKey, 1.0, 64));
+    db.append(classRecord(kZen3Key, 3.0, 32));
+    db.append(classRecord(kZen3Key, 2.5, 48));
+    TrialRecord legacy = classRecord("", 0.5, 16); // before machine classes
+    db.append(legacy);
+  }
+  TuningDb db(path);
+  auto onZen3 = db.bestFor("abc", "avx2", "halide", classOf(kZen3Key));
+  ASSERT_TRUE(onZen3);
+  EXPECT_TRUE(onZen3->sameClass());
+  EXPECT_EQ(onZen3->record.params.at("key_tile"), 48);
+  EXPECT_EQ(onZen3->describe(), "measured on this machine class");
+  // A Zen 4 has no record of its own: the SPR one (same ISA) is nearer
+  // than the Zen 3 one, and the choice says so.
+  auto onZen4 = db.bestFor("abc", "avx2", "halide", classOf(kZen4Key));
+  ASSERT_TRUE(onZen4);
+  EXPECT_FALSE(onZen4->sameClass());
+  EXPECT_EQ(onZen4->machineClass, kSprKey);
+  EXPECT_NE(onZen4->describe().find("nearest"), std::string::npos);
+  EXPECT_NE(onZen4->describe().find("GenuineIntel 6/143"), std::string::npos);
+  // A database of unrecorded records still serves, last.
+  TuningDb legacyOnly(dir.file("legacy.jsonl"));
+  legacyOnly.append(classRecord("", 0.5, 16));
+  auto old = legacyOnly.bestFor("abc", "avx2", "halide", classOf(kZen4Key));
+  ASSERT_TRUE(old);
+  EXPECT_NE(old->describe().find("unrecorded"), std::string::npos);
+  // Through the generator's entry point: the note names the class.
+  AttentionSpec s = testSpec();
+  {
+    TuningDb real(dir.file("real.jsonl"));
+    TrialRecord r = classRecord(kSprKey, 1.0, 64);
+    r.specHash = s.hash();
+    r.target = s.target.str();
+    real.append(r);
+  }
+  GenerateOptions g;
+  const MachineClass zen4 = classOf(kZen4Key);
+  ASSERT_TRUE(
+      applyTuningDatabase(s, dir.file("real.jsonl"), g, nullptr, &zen4));
+  EXPECT_EQ(g.scheduleSource.machineClass, kSprKey);
+  EXPECT_NE(g.scheduleSource.note.find("another machine class"),
+            std::string::npos)
+      << g.scheduleSource.note;
+  const MachineClass spr = classOf(kSprKey);
+  ASSERT_TRUE(applyTuningDatabase(s, dir.file("real.jsonl"), g, nullptr, &spr));
+  EXPECT_TRUE(g.scheduleSource.note.empty()) << g.scheduleSource.note;
+}
+
+TEST(MachineClass, TunerRecordsTheClassAndResumesOnlyItsOwn) {
+  TempDir dir("mhagen-class-tune");
+  TuneOptions o = fakeOptions(dir.file("db.jsonl"), 4);
+  o.remeasureTop = 0;
+  {
+    // Another class measured the default point already: this machine must
+    // measure it again rather than resume from it.
+    TuningDb db(o.dbPath);
+    TrialRecord r = classRecord(kZen3Key, 0.1, 32);
+    r.specHash = o.spec.hash();
+    r.target = o.spec.target.str();
+    r.B = o.B;
+    r.T = o.T;
+    r.Tkv = o.T;
+    r.params = kernelBackend(Backend::Halide).scheduleSpace(o.spec).defaults;
+    db.append(r);
+  }
+  TuneSummary s = runTuning(o);
+  EXPECT_EQ(s.resumed, 0);
+  TuningDb db(o.dbPath);
+  int own = 0;
+  for (const TrialRecord &r : db.records())
+    own += r.machineClass == MachineClass::host().key();
+  EXPECT_EQ(own, 4);
+}
+
+// ---- Shards from batch systems, and merging databases ----
+
+namespace {
+
+EnvLookup envTable(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const char *name) -> const char * {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  };
+}
+
+} // namespace
+
+TEST(TuneShard, FlagSlurmAndKubernetes) {
+  TuneShard s;
+  std::string why;
+  ASSERT_TRUE(resolveTuneShard("", 0, envTable({}), s, &why));
+  EXPECT_EQ(s.count, 1);
+  ASSERT_TRUE(resolveTuneShard(
+      "2/5", 0, envTable({{"SLURM_ARRAY_TASK_ID", "9"}}), s, &why));
+  EXPECT_EQ(s.index, 2);
+  EXPECT_EQ(s.count, 5);
+  EXPECT_EQ(s.source, "--shard"); // the flag wins over the environment
+  // sbatch --array=0-3
+  ASSERT_TRUE(resolveTuneShard("", 0,
+                               envTable({{"SLURM_ARRAY_TASK_ID", "3"},
+                                         {"SLURM_ARRAY_TASK_COUNT", "4"},
+                                         {"SLURM_ARRAY_TASK_MIN", "0"}}),
+                               s, &why))
+      << why;
+  EXPECT_EQ(s.index, 3);
+  EXPECT_EQ(s.count, 4);
+  EXPECT_EQ(s.source, "SLURM_ARRAY_TASK_ID");
+  // sbatch --array=10-16:2 -> ids 10 12 14 16 are shards 0..3.
+  ASSERT_TRUE(resolveTuneShard("", 0,
+                               envTable({{"SLURM_ARRAY_TASK_ID", "14"},
+                                         {"SLURM_ARRAY_TASK_COUNT", "4"},
+                                         {"SLURM_ARRAY_TASK_MIN", "10"},
+                                         {"SLURM_ARRAY_TASK_STEP", "2"}}),
+                               s, &why))
+      << why;
+  EXPECT_EQ(s.index, 2);
+  EXPECT_FALSE(resolveTuneShard("", 0,
+                                envTable({{"SLURM_ARRAY_TASK_ID", "13"},
+                                          {"SLURM_ARRAY_TASK_COUNT", "4"},
+                                          {"SLURM_ARRAY_TASK_MIN", "10"},
+                                          {"SLURM_ARRAY_TASK_STEP", "2"}}),
+                                s, &why));
+  EXPECT_NE(why.find("SLURM_ARRAY_TASK_ID=13 is not one of the 4 ids"),
+            std::string::npos)
+      << why;
+  EXPECT_FALSE(resolveTuneShard("", 0, envTable({{"SLURM_ARRAY_TASK_ID", "1"}}),
+                                s, &why));
+  EXPECT_NE(why.find("SLURM_ARRAY_TASK_COUNT"), std::string::npos) << why;
+  EXPECT_FALSE(resolveTuneShard("", 0,
+                                envTable({{"SLURM_ARRAY_TASK_ID", "x1"},
+                                          {"SLURM_ARRAY_TASK_COUNT", "4"}}),
+                                s, &why));
+  EXPECT_NE(why.find("SLURM_ARRAY_TASK_ID=x1"), std::string::npos) << why;
+  // An indexed Kubernetes Job: the count is a flag.
+  ASSERT_TRUE(resolveTuneShard("", 8, envTable({{"JOB_COMPLETION_INDEX", "5"}}),
+                               s, &why))
+      << why;
+  EXPECT_EQ(s.index, 5);
+  EXPECT_EQ(s.count, 8);
+  EXPECT_FALSE(resolveTuneShard(
+      "", 0, envTable({{"JOB_COMPLETION_INDEX", "5"}}), s, &why));
+  EXPECT_NE(why.find("--shards N"), std::string::npos) << why;
+  EXPECT_FALSE(resolveTuneShard(
+      "", 4, envTable({{"JOB_COMPLETION_INDEX", "5"}}), s, &why));
+  EXPECT_FALSE(resolveTuneShard("", 4, envTable({}), s, &why));
+  EXPECT_NE(why.find("needs JOB_COMPLETION_INDEX"), std::string::npos) << why;
+  EXPECT_FALSE(resolveTuneShard("4/4", 0, envTable({}), s, &why));
+  EXPECT_FALSE(resolveTuneShard("1/2x", 0, envTable({}), s, &why));
+}
+
+TEST(Database, MergeDeduplicatesAndGroupsByMachineClass) {
+  TempDir dir("mhagen-merge");
+  const std::string a = dir.file("a.jsonl"), b = dir.file("b.jsonl");
+  {
+    TuningDb da(a), db(b);
+    da.append(classRecord(kSprKey, 1.0, 64));
+    da.append(classRecord(kZen3Key, 3.0, 32));
+    db.append(classRecord(kZen3Key, 3.0, 32)); // the same record again
+    db.append(classRecord(kSprKey, 1.5, 48));
+  }
+  {
+    std::ofstream torn(b, std::ios::app);
+    torn << R"({"spec_hash":"ab)";
+  }
+  const std::string out = dir.file("all.jsonl");
+  TuningDbMerge m = mergeTuningDatabases({a, b}, out);
+  EXPECT_EQ(m.records, 3);
+  EXPECT_EQ(m.duplicates, 1);
+  EXPECT_EQ(m.warnings.size(), 1u);
+  ASSERT_EQ(m.perClass.size(), 2u);
+  EXPECT_EQ(m.perClass[0], std::make_pair(std::string(kSprKey), int64_t{2}));
+  EXPECT_EQ(m.perClass[1], std::make_pair(std::string(kZen3Key), int64_t{1}));
+  TuningDb merged(out);
+  ASSERT_EQ(merged.records().size(), 3u);
+  EXPECT_TRUE(merged.warnings().empty());
+  // Grouped: both SPR records first.
+  EXPECT_EQ(merged.records()[0].machineClass, kSprKey);
+  EXPECT_EQ(merged.records()[1].machineClass, kSprKey);
+  EXPECT_EQ(merged.records()[2].machineClass, kZen3Key);
+  // Merging into one of the inputs, and merging again, changes nothing.
+  m = mergeTuningDatabases({out, a}, out);
+  EXPECT_EQ(m.records, 3);
+  EXPECT_EQ(m.duplicates, 2);
+  EXPECT_THROW(mergeTuningDatabases({dir.file("missing.jsonl")}, out),
+               std::runtime_error);
+  EXPECT_EQ(TuningDb(out).records().size(), 3u) << "a failed merge writes "
+                                                   "nothing";
 }

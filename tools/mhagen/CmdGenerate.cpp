@@ -9,6 +9,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 namespace mhagen::cli {
@@ -70,6 +71,7 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
     std::string targets;
     std::string bundle;
     std::string db;
+    std::string machineClass;
   };
   auto o = std::make_shared<Opts>();
   o->spec.addTo(*cmd);
@@ -88,6 +90,9 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("--db", o->db,
                   "tuning database: each spec gets its best correct record "
                   "(the default schedule, with a note, when there is none)");
+  cmd->add_option("--machine-class", o->machineClass,
+                  "with --db: the machine class the kernels are for, as "
+                  "`mhagen tune --report` prints it (default: this machine)");
   cmd->add_option("--targets", o->targets,
                   "generate each spec for each of these targets "
                   "(comma-separated, e.g. avx2,avx512); overrides --target");
@@ -111,6 +116,19 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
       return;
     }
     g.outDir = o->outDir;
+    std::optional<MachineClass> machine;
+    if (!o->machineClass.empty()) {
+      MachineClass c;
+      std::string why;
+      if (o->db.empty() || !MachineClass::fromKey(o->machineClass, c, &why)) {
+        std::cerr << "error: --machine-class: "
+                  << (o->db.empty() ? "only meaningful with --db" : why)
+                  << "\n";
+        exitCode = kExitUsage;
+        return;
+      }
+      machine = c;
+    }
     if (!g.schedule.empty())
       g.scheduleSource.kind = "explicit";
     if (!o->targets.empty()) {
@@ -144,13 +162,18 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
         for (const AttentionSpec &s : specs) {
           GenerateOptions one = g;
           std::vector<std::string> warnings;
-          bool tuned = applyTuningDatabase(s, o->db, one, &warnings);
+          bool tuned = applyTuningDatabase(s, o->db, one, &warnings,
+                                           machine ? &*machine : nullptr);
           for (const std::string &w : warnings)
             if (warned.insert(w).second)
               std::cerr << "mhagen: warning: " << w << "\n";
-          if (!tuned)
+          if (!one.scheduleSource.note.empty())
             std::cerr << "mhagen: note: " << s.kernelName() << ": "
                       << one.scheduleSource.note << "\n";
+          if (tuned && one.scheduleSource.note.empty())
+            std::cerr << "mhagen: " << s.kernelName() << ": tuned record "
+                      << one.scheduleSource.trialId
+                      << ", measured on this machine class\n";
           else if (!g.schedule.empty())
             for (const auto &[k, v] : g.schedule)
               one.schedule[k] = v; // explicit --schedule wins

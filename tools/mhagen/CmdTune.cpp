@@ -8,10 +8,13 @@
 #include "mhagen/spec/SpecParser.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/tune/TuneReport.h"
+#include "mhagen/tune/TuneShard.h"
 #include "mhagen/tune/Tuner.h"
+#include "mhagen/tune/TuningDb.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -53,6 +56,37 @@ double parseDuration(const std::string &s) {
   }
 }
 
+// mhagen tune --merge A B ... -o OUT.
+int mergeDatabases(const std::vector<std::string> &inputs,
+                   const std::string &output) {
+  if (inputs.empty() || output.empty()) {
+    std::cerr << "error: --merge needs the databases to merge and -o, the "
+                 "merged database (e.g. --merge a.jsonl b.jsonl -o "
+                 "all.jsonl)\n";
+    return kExitUsage;
+  }
+  try {
+    TuningDbMerge m = mergeTuningDatabases(inputs, output);
+    for (const std::string &w : m.warnings)
+      std::cerr << "warning: " << w << "\n";
+    std::printf("%s: %lld records from %zu databases (%lld duplicates "
+                "dropped)\n",
+                output.c_str(), static_cast<long long>(m.records),
+                inputs.size(), static_cast<long long>(m.duplicates));
+    for (const auto &[cls, n] : m.perClass) {
+      MachineClass c;
+      std::printf("  %6lld  %s\n", static_cast<long long>(n),
+                  MachineClass::fromKey(cls, c, nullptr)
+                      ? c.brief().c_str()
+                      : "unrecorded machine class");
+    }
+    return kExitOk;
+  } catch (const std::exception &e) {
+    std::cerr << "mhagen tune --merge: error: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}
+
 } // namespace
 
 void addTuneCommand(CLI::App &app, int &exitCode) {
@@ -73,6 +107,9 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
     double trialTimeout = 300;
     bool report = false;
     std::string plot;
+    int shards = 0;
+    std::vector<std::string> merge;
+    std::string output;
   };
   auto o = std::make_shared<Opts>();
   o->spec.addTo(*cmd);
@@ -86,6 +123,16 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("--shard", o->shard,
                   "i/n: measure only the i-th of n disjoint parts of the "
                   "space (databases of all shards concatenate)");
+  cmd->add_option("--shards", o->shards,
+                  "shard count for an indexed Kubernetes Job (the index comes "
+                  "from JOB_COMPLETION_INDEX); under Slurm the shard comes "
+                  "from SLURM_ARRAY_TASK_ID/COUNT with no flag")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--merge", o->merge,
+                  "merge these databases into -o (deduplicated, grouped by "
+                  "machine class); no tuning")
+      ->expected(1, -1);
+  cmd->add_option("-o,--output", o->output, "the merged database (--merge)");
   cmd->add_option("--strategy", o->strategy, "evolve | random")
       ->capture_default_str()
       ->check(CLI::IsMember({"evolve", "random"}));
@@ -117,6 +164,10 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
                 "print a summary of the database and plot it (no tuning)");
   cmd->add_option("--plot", o->plot, "PNG path for --report (default DB.png)");
   cmd->callback([o, &exitCode] {
+    if (!o->merge.empty() || !o->output.empty()) {
+      exitCode = mergeDatabases(o->merge, o->output);
+      return;
+    }
     std::vector<AttentionSpec> specs;
     try {
       if (!(o->report && o->spec.files().empty()))
@@ -141,18 +192,20 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
     t.search.budget = o->budget;
     t.search.strategy = o->strategy;
     t.search.seed = o->seed;
-    if (!o->shard.empty()) {
-      int i = -1, n = 0;
-      if (std::sscanf(o->shard.c_str(), "%d/%d", &i, &n) != 2 || n < 1 ||
-          i < 0 || i >= n) {
-        std::cerr << "error: --shard " << o->shard
-                  << ": expected i/n with 0 <= i < n\n";
-        exitCode = kExitUsage;
-        return;
-      }
-      t.search.shardIndex = i;
-      t.search.shardCount = n;
+    TuneShard shard;
+    std::string why;
+    if (!resolveTuneShard(
+            o->shard, o->shards,
+            [](const char *name) { return std::getenv(name); }, shard, &why)) {
+      std::cerr << "error: " << why << "\n";
+      exitCode = kExitUsage;
+      return;
     }
+    t.search.shardIndex = shard.index;
+    t.search.shardCount = shard.count;
+    if (!shard.source.empty() && shard.source != "--shard")
+      std::cerr << "shard " << shard.index << "/" << shard.count << " (from "
+                << shard.source << ")\n";
     if (!o->time.empty()) {
       t.timeLimitSeconds = parseDuration(o->time);
       if (t.timeLimitSeconds <= 0) {

@@ -47,7 +47,9 @@ struct ScheduleSource {
   std::string database;         ///< tuning database path (tuned)
   std::string trialId;
   double medianMs = 0;
-  std::string note; ///< e.g. why a database had no usable record
+  std::string machineClass; ///< the record's machine class (tuned)
+  std::string note; ///< e.g. why a database had no usable record, or that
+                    ///< the record is from another machine class
 };
 
 struct GenerateOptions {

@@ -6,6 +6,7 @@
 #ifndef MHAGEN_TUNE_TUNINGDB_H
 #define MHAGEN_TUNE_TUNINGDB_H
 
+#include "mhagen/machine/MachineClass.h"
 #include "mhagen/spec/AttentionSpec.h"
 #include "mhagen/spec/ScheduleParams.h"
 
@@ -33,6 +34,9 @@ struct TrialRecord {
   std::string specCanonical;
   std::string target;
   std::string cpuModel;
+  /// MachineClass::key() of the machine that measured it ("" in records
+  /// older than machine classes).
+  std::string machineClass;
   std::string backend;
   std::string mhagenVersion;
   ScheduleParams params;
@@ -72,16 +76,54 @@ public:
                                             const std::string &target,
                                             const std::string &backend) const;
   /// The fastest correct record for them, if any (among the re-measured
-  /// records when a tuning run finished, else among all).
+  /// records when a tuning run finished, else among all), whatever machine
+  /// class measured it.
   std::optional<TrialRecord> best(const std::string &specHash,
                                   const std::string &target,
                                   const std::string &backend) const;
+
+  /// What bestFor() chose, and from which machine class.
+  struct Choice {
+    TrialRecord record;
+    std::string machineClass; ///< the record's class key ("" if unknown)
+    double distance = 0;      ///< machineClassDistance to the wanted class
+    bool sameClass() const { return distance == 0; }
+    /// "measured on this machine class" / "nearest class ...".
+    std::string describe() const;
+  };
+  /// The fastest correct record measured on the machine class `want`,
+  /// else on the nearest class that has one (machineClassDistance;
+  /// records without a class come last).
+  std::optional<Choice> bestFor(const std::string &specHash,
+                                const std::string &target,
+                                const std::string &backend,
+                                const MachineClass &want) const;
+  /// The machine classes of the records, in first-seen order.
+  std::vector<std::string> machineClasses() const;
 
 private:
   std::string path_;
   std::vector<TrialRecord> records_;
   std::vector<std::string> warnings_;
 };
+
+/// What mergeTuningDatabases did.
+struct TuningDbMerge {
+  int64_t records = 0;    ///< written
+  int64_t duplicates = 0; ///< identical records dropped
+  /// Records per machine class key ("" = unrecorded), in output order.
+  std::vector<std::pair<std::string, int64_t>> perClass;
+  std::vector<std::string> warnings; ///< torn lines skipped in the inputs
+};
+
+/// Merges databases into `output` (which may be one of the inputs): every
+/// valid record once (a record that appears twice, byte for byte after
+/// parsing, is kept once), grouped by machine class in first-seen order,
+/// each group in input order. Written to a temporary file and renamed, so
+/// a reader sees the old file or the whole new one. Throws if an input
+/// does not exist or the output cannot be written.
+TuningDbMerge mergeTuningDatabases(const std::vector<std::string> &inputs,
+                                   const std::string &output);
 
 /// "Intel(R) Xeon(R) ..." from /proc/cpuinfo ("unknown" if absent).
 /// An exclusive advisory lock (flock) on DB.lock, or on
