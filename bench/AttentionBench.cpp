@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -196,9 +197,52 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
       100.0 * (useful * iters / total / 1e9) / gPeak[threads];
   state.counters["ms"] = 1e3 * total / iters;
   // K and V as stored, read once: the floor a decode step cannot beat.
-  const double kvBytes = static_cast<double>(size.B) * size.Tkv * spec.n_kv *
-                         (spec.d_k + spec.d_v) * dtypeBytes(spec.dtype);
+  const double kvBytes = static_cast<double>(size.B) * size.Tkv *
+                         static_cast<double>(spec.kvBytesPerToken());
   state.counters["kv_gbs"] = kvBytes * iters / total / 1e9;
+}
+
+// A decode shape against a K/V cache stored as the kernel's kv_dtype:
+// checked against the reference (stored values and values before
+// storage), then timed; kv_gbs counts the bytes as stored.
+// Runs kernel k once on a fresh problem of shape sh and checks it against
+// the reference on sampled rows (and, for a low-precision K/V cache, the
+// stored values against the values before storage); null, with the
+// benchmark skipped, when the call or the check fails.
+std::unique_ptr<Problem> checkedProblem(benchmark::State &state,
+                                        const mhagen_kernel *k, Shape sh,
+                                        int threads) {
+  setThreads(threads);
+  const AttentionSpec spec = specOfKernel(k);
+  auto p = std::make_unique<Problem>(spec, ProblemSize{sh.B, sh.Tq, sh.Tkv},
+                                     ProblemOptions{});
+  mhagen_call_args a = p->args();
+  if (mhagen_call(k, &a) != MHAGEN_OK) {
+    state.SkipWithError(mhagen_last_error());
+    return nullptr;
+  }
+  std::vector<int64_t> rows = rowsToCheck(*p, 3e8);
+  if (!p->check(rows).ok() ||
+      (spec.kv_dtype && !p->checkKvStorage(rows).ok())) {
+    state.SkipWithError("mhagen kernel disagrees with the reference");
+    return nullptr;
+  }
+  return p;
+}
+
+void kvCacheBench(benchmark::State &state, Shape sh, std::string kernel,
+                  int threads) {
+  const mhagen_kernel *k = nullptr;
+  if (mhagen_find(kernel.c_str(), &k) != MHAGEN_OK) {
+    state.SkipWithError(mhagen_last_error());
+    return;
+  }
+  std::unique_ptr<Problem> p = checkedProblem(state, k, sh, threads);
+  if (!p)
+    return;
+  mhagen_call_args a = p->args();
+  timeLoop(state, specOfKernel(k), ProblemSize{sh.B, sh.Tq, sh.Tkv}, threads,
+           [&] { mhagen_call(k, &a); });
 }
 
 enum class Impl { Mhagen, MhagenMlir, Naive, Blas, Dnnl };
@@ -227,22 +271,15 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
     state.SkipWithError(mhagen_last_error());
     return;
   }
-  setThreads(threads);
   AttentionSpec spec = specOfKernel(k);
   ProblemSize size{sh.B, sh.Tq, sh.Tkv};
-  Problem p(spec, size, {});
-  mhagen_call_args a = p.args();
   // mhagen's output, checked against the reference on sampled rows, is
   // what every baseline must reproduce.
-  if (mhagen_call(k, &a) != MHAGEN_OK) {
-    state.SkipWithError(mhagen_last_error());
+  std::unique_ptr<Problem> checked = checkedProblem(state, k, sh, threads);
+  if (!checked)
     return;
-  }
-  std::vector<int64_t> rows = rowsToCheck(p, 3e8);
-  if (!p.check(rows).ok()) {
-    state.SkipWithError("mhagen kernel disagrees with the reference");
-    return;
-  }
+  Problem &p = *checked;
+  mhagen_call_args a = p.args();
   const std::vector<float> mh = p.output();
   const std::vector<double> mhd(mh.begin(), mh.end());
   std::vector<float> out(mh.size());
@@ -441,6 +478,19 @@ int main(int argc, char **argv) {
           else
             b->MinTime(0.5);
         }
+  // The decode shapes with the K/V cache stored as f16, bf16 and int8
+  // (f32 queries and output), beside the f32 cache above.
+  for (const Shape &sh : {kDecode, kBatchDecode, kSpecDecode})
+    for (const char *kvd : {"f16", "bf16", "i8"})
+      for (int t : {1, 2}) {
+        std::string name = std::string(sh.name) + "_f32_kv" + kvd +
+                           "/mhagen/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(), kvCacheBench, sh,
+                                     std::string("bench_gqa_f32_kv") + kvd, t)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.5);
+      }
   for (int t : {1, 2}) {
     benchmark::RegisterBenchmark(
         ("Layer_f32/mhagen_fused/threads:" + std::to_string(t)).c_str(),
