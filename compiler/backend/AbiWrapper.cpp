@@ -7,17 +7,11 @@
 namespace mhagen::backend {
 
 abi::AbiShape abiShapeOf(const AttentionSpec &s) {
+  // The spec and the ABI name their element types alike ("f32", "i8").
   auto scalar = [](KvType t) {
-    switch (t) {
-    case KvType::BF16:
-      return abi::Scalar::BF16;
-    case KvType::F16:
-      return abi::Scalar::F16;
-    case KvType::I8:
-      return abi::Scalar::I8;
-    default:
-      return abi::Scalar::F32;
-    }
+    abi::Scalar x = abi::Scalar::F32;
+    abi::scalarFromName(toString(t), x);
+    return x;
   };
   abi::AbiShape shape{s.op == Op::Layer, s.d, s.h, s.n_kv, s.d_k, s.d_v, s.bias,
                       s.mask.padding};

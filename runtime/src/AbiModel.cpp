@@ -212,6 +212,16 @@ const char *scalarName(Scalar x) {
   return names[static_cast<int>(x)];
 }
 
+bool scalarFromName(const std::string &name, Scalar &out) {
+  for (Scalar x :
+       {Scalar::F32, Scalar::BF16, Scalar::F16, Scalar::I8, Scalar::I32})
+    if (name == scalarName(x)) {
+      out = x;
+      return true;
+    }
+  return false;
+}
+
 const char *scalarCType(Scalar x) {
   static const char *types[] = {"float", "uint16_t", "uint16_t", "int8_t",
                                 "int32_t"};

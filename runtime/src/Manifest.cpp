@@ -1,6 +1,7 @@
 #include "mhagen/manifest.hpp"
 
 #include "mhagen/abi.h"
+#include "mhagen/abi_model.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -271,8 +272,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
   if (m.spec.dtype != "f32" && m.spec.dtype != "bf16" && m.spec.dtype != "f16")
     return fail("spec.dtype must be f32, bf16 or f16, not '" + m.spec.dtype +
                 "'");
-  if (m.spec.kv_dtype != "f32" && m.spec.kv_dtype != "bf16" &&
-      m.spec.kv_dtype != "f16" && m.spec.kv_dtype != "i8")
+  if (abi::Scalar kv;
+      !abi::scalarFromName(m.spec.kv_dtype, kv) || kv == abi::Scalar::I32)
     return fail("spec.kv_dtype must be f32, bf16, f16 or i8, not '" +
                 m.spec.kv_dtype + "'");
   if (m.spec.kv_dtype != m.spec.dtype && m.spec.op != "sdpa")

@@ -100,11 +100,9 @@ int checkVector(const char *name, const void *p, int elemBytes) {
 abi::AbiShape abiShapeOf(const KernelManifest &m) {
   const ManifestSpec &s = m.spec;
   auto scalar = [](const std::string &name) {
-    for (abi::Scalar x : {abi::Scalar::F32, abi::Scalar::BF16, abi::Scalar::F16,
-                          abi::Scalar::I8})
-      if (name == abi::scalarName(x))
-        return x;
-    return abi::Scalar::F32; // fromJson accepts nothing else
+    abi::Scalar x = abi::Scalar::F32; // fromJson accepts no unknown name
+    abi::scalarFromName(name, x);
+    return x;
   };
   abi::AbiShape shape;
   shape.layer = s.op == "layer";

@@ -114,6 +114,8 @@ Scalar scalarOf(const TensorModel &t, const AbiShape &s);
 int scalarBytes(Scalar x);
 /// "f32", "bf16", "f16", "i8", "i32".
 const char *scalarName(Scalar x);
+/// The Scalar named `name` (scalarName's inverse); false if none is.
+bool scalarFromName(const std::string &name, Scalar &out);
 /// The C type a caller passes: float, uint16_t (bf16/f16 bits), int8_t,
 /// int32_t.
 const char *scalarCType(Scalar x);
