@@ -15,7 +15,8 @@
 namespace mhagen {
 
 Problem::Tensor Problem::make(size_t n, float lo, float hi, uint32_t seed,
-                              abi::Scalar x, size_t row, Tensor *scales) const {
+                              abi::Scalar x, size_t row, Tensor *scales,
+                              bool keepExact) const {
   Tensor t;
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);
@@ -25,7 +26,8 @@ Problem::Tensor Problem::make(size_t n, float lo, float hi, uint32_t seed,
   switch (x) {
   case abi::Scalar::BF16:
   case abi::Scalar::F16:
-    t.exact = t.f32;
+    if (keepExact)
+      t.exact = t.f32;
     t.bits.resize(n);
     for (size_t i = 0; i < n; ++i) {
       const bool bf = x == abi::Scalar::BF16;
@@ -112,7 +114,8 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
         *t, shape, t->dims.size() - 1)); // one int8 scale per row
     Tensor scales;
     inputs_[t->name] =
-        make(n, -a, a, seed + next++, abi::scalarOf(*t, shape), row, &scales);
+        make(n, -a, a, seed + next++, abi::scalarOf(*t, shape), row, &scales,
+             t->elem == abi::Elem::KvData && s.kv_dtype.has_value());
     if (!scales.f32.empty())
       inputs_[std::string(t->name) + "_scale"] = std::move(scales);
   }

@@ -75,9 +75,10 @@ private:
     }
   };
   /// n values U(lo, hi) stored as x; int8 is quantised per row of `row`
-  /// values, its scales going to *scales.
+  /// values, its scales going to *scales. `keepExact`: keep the values
+  /// before storage too (a K/V cache stored as another type than dtype).
   Tensor make(size_t n, float lo, float hi, uint32_t seed, abi::Scalar x,
-              size_t row, Tensor *scales) const;
+              size_t row, Tensor *scales, bool keepExact) const;
 
   /// The f32 values of an input tensor of the ABI model, by name (nullptr
   /// if this problem's kernel has no such tensor).
