@@ -7,6 +7,7 @@
 //   mhagen_bench KERNEL_DIR [benchmark flags]
 //   (bench/run_benchmarks.sh runs it and writes a JSON file)
 #include "Baselines.h"
+#include "MachinePeak.h"
 
 #include "mhagen/harness/KernelHarness.h"
 #include "mhagen/harness/RunCheck.h"
@@ -34,68 +35,8 @@ using namespace mhagen::bench;
 
 namespace {
 
-// ---- machine peak
-// ------------------------------------------------------------
-
-__attribute__((target("avx512f"))) double fmaLoop512(long iters) {
-  __m512 a[16];
-  const __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f);
-  for (int i = 0; i < 16; ++i)
-    a[i] = _mm512_set1_ps(static_cast<float>(i));
-  for (long n = 0; n < iters; ++n)
-    for (int i = 0; i < 16; ++i)
-      a[i] = _mm512_fmadd_ps(a[i], b, c);
-  float s = 0;
-  for (int i = 0; i < 16; ++i)
-    s += _mm512_reduce_add_ps(a[i]);
-  benchmark::DoNotOptimize(s);
-  return static_cast<double>(iters) * 16 * 16 * 2;
-}
-
-__attribute__((target("avx2,fma"))) double fmaLoop256(long iters) {
-  __m256 a[12];
-  const __m256 b = _mm256_set1_ps(1.0000001f), c = _mm256_set1_ps(1e-7f);
-  for (int i = 0; i < 12; ++i)
-    a[i] = _mm256_set1_ps(static_cast<float>(i));
-  for (long n = 0; n < iters; ++n)
-    for (int i = 0; i < 12; ++i)
-      a[i] = _mm256_fmadd_ps(a[i], b, c);
-  float s = 0;
-  for (int i = 0; i < 12; ++i) {
-    float t[8];
-    _mm256_storeu_ps(t, a[i]);
-    s += t[0];
-  }
-  benchmark::DoNotOptimize(s);
-  return static_cast<double>(iters) * 12 * 8 * 2;
-}
-
-// f32 FMA GFLOP/s with `threads` threads: best of several short runs.
-double measureFmaPeak(int threads) {
-  const bool avx512 = mhagen_cpu_has("avx512f");
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    std::vector<std::thread> ts;
-    std::atomic<double> flops{0};
-    auto t0 = std::chrono::steady_clock::now();
-    for (int t = 0; t < threads; ++t)
-      ts.emplace_back([&] {
-        double f = avx512 ? fmaLoop512(4000000) : fmaLoop256(4000000);
-        double cur = flops.load();
-        while (!flops.compare_exchange_weak(cur, cur + f)) {
-        }
-      });
-    for (auto &th : ts)
-      th.join();
-    double sec =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-    best = std::max(best, flops.load() / sec / 1e9);
-  }
-  return best;
-}
-
 std::map<int, double> gPeak; // threads -> f32 FMA GFLOP/s
+std::map<int, double> gBf16Dot; // threads -> vdpbf16ps GFLOP/s (0: none)
 
 // ---- cases -----------------------------------------------------------------
 
@@ -119,36 +60,6 @@ const Shape kChunkPrefill{"ChunkPrefill", 1, 512, 8192, 32, 8, 128, true};
 
 bool isDecodeShape(const Shape &s) {
   return s.Tq < s.Tkv; // reads a KV cache longer than its queries
-}
-
-// ---- memory bandwidth
-// --------------------------------------------------------
-
-// STREAM triad a = b + s c over arrays far larger than the L3 slice a core
-// sees, GB/s counted as 3 arrays moved (the write-allocate of a is not
-// counted, as in STREAM): best of several runs with `threads` threads.
-double measureTriad(int threads) {
-  const size_t n = size_t(1) << 25; // 128 MiB per array
-  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    std::vector<std::thread> ts;
-    auto t0 = std::chrono::steady_clock::now();
-    for (int t = 0; t < threads; ++t)
-      ts.emplace_back([&, t] {
-        const size_t lo = n * t / threads, hi = n * (t + 1) / threads;
-        for (size_t i = lo; i < hi; ++i)
-          a[i] = b[i] + 3.0f * c[i];
-      });
-    for (auto &th : ts)
-      th.join();
-    double sec =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-    benchmark::DoNotOptimize(a.data());
-    best = std::max(best, 3.0 * n * sizeof(float) / sec / 1e9);
-  }
-  return best;
 }
 
 std::map<int, double> gTriad; // threads -> triad GB/s
@@ -405,16 +316,15 @@ void layerBench(benchmark::State &state, bool projectionsOnly, bool mlir,
   state.counters["ms"] = 1e3 * total / iters;
 }
 
-void peakBench(benchmark::State &state, int threads) {
+// Reports a figure measured before the benchmarks ran; `scaling` is the
+// figure over `threads` times its 1-thread value (1.0 = perfect).
+void machineFigureBench(benchmark::State &state, const char *counter,
+                        std::map<int, double> *figure, int threads) {
   for (auto _ : state)
     state.SetIterationTime(1.0);
-  state.counters["gflops"] = gPeak[threads];
-}
-
-void triadBench(benchmark::State &state, int threads) {
-  for (auto _ : state)
-    state.SetIterationTime(1.0);
-  state.counters["gbs"] = gTriad[threads];
+  state.counters[counter] = (*figure)[threads];
+  if ((*figure)[1] > 0)
+    state.counters["scaling"] = (*figure)[threads] / (threads * (*figure)[1]);
 }
 
 } // namespace
@@ -437,14 +347,33 @@ int main(int argc, char **argv) {
     }
   }
   for (int t : {1, 2}) {
-    gPeak[t] = measureFmaPeak(t);
-    benchmark::RegisterBenchmark(
-        ("Peak/fma_f32/threads:" + std::to_string(t)).c_str(), peakBench, t)
+    const PeakFigure fma = measureFmaPeak(t), dot = measureBf16DotPeak(t),
+                     triad = measureTriad(t);
+    gPeak[t] = fma.value;
+    gBf16Dot[t] = dot.value;
+    gTriad[t] = triad.value;
+    if (t > 1) {
+      // A compute peak that does not scale would inflate every "% of peak"
+      // at this thread count: say so on stderr, beside the figures.
+      for (const std::string &w :
+           {scalingWarning("f32 FMA GFLOP/s", {gPeak[1], gPeak[1]}, fma, t),
+            scalingWarning("bf16 dot GFLOP/s", {gBf16Dot[1], gBf16Dot[1]}, dot,
+                           t)})
+        if (!w.empty())
+          std::fprintf(stderr, "warning: %s\n", w.c_str());
+    }
+    const std::string suffix = "/threads:" + std::to_string(t);
+    benchmark::RegisterBenchmark(("Peak/fma_f32" + suffix).c_str(),
+                                 machineFigureBench, "gflops", &gPeak, t)
         ->UseManualTime()
         ->Iterations(1);
-    gTriad[t] = measureTriad(t);
-    benchmark::RegisterBenchmark(
-        ("Peak/triad/threads:" + std::to_string(t)).c_str(), triadBench, t)
+    if (gBf16Dot[t] > 0)
+      benchmark::RegisterBenchmark(("Peak/dpbf16" + suffix).c_str(),
+                                   machineFigureBench, "gflops", &gBf16Dot, t)
+          ->UseManualTime()
+          ->Iterations(1);
+    benchmark::RegisterBenchmark(("Peak/triad" + suffix).c_str(),
+                                 machineFigureBench, "gbs", &gTriad, t)
         ->UseManualTime()
         ->Iterations(1);
   }

@@ -1,0 +1,190 @@
+#include "MachinePeak.h"
+
+#include "mhagen/runtime.h"
+
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace mhagen::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Each thread's share of a measurement runs about this long: long enough
+// that a thread which starts a few milliseconds late still overlaps the
+// others (the old 8 ms runs made the 2-thread FMA peak read ~1x the
+// 1-thread one on a Zen 3).
+constexpr double kSecondsPerRun = 0.3;
+constexpr int kRuns = 3; // best of
+
+// Runs work(thread) on `threads` threads released together from a
+// barrier; returns the summed amount (FLOPs or bytes) over the seconds
+// from the release to the last thread's end.
+double runTogether(int threads, const std::function<double(int)> &work) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<double> amount(threads, 0);
+  std::vector<Clock::time_point> end(threads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire))
+        _mm_pause();
+      amount[t] = work(t);
+      end[t] = Clock::now();
+    });
+  while (ready.load() < threads)
+    std::this_thread::yield();
+  const Clock::time_point start = Clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto &th : ts)
+    th.join();
+  const Clock::time_point last = *std::max_element(end.begin(), end.end());
+  double total = 0;
+  for (double a : amount)
+    total += a;
+  return total / std::chrono::duration<double>(last - start).count();
+}
+
+// Best of kRuns, with each thread's work sized from a short 1-thread
+// calibration so one thread's share lasts about kSecondsPerRun.
+PeakFigure best(int threads, const std::function<double(long)> &loop,
+                double scale) {
+  auto t0 = Clock::now();
+  const double calAmount = loop(200000);
+  const double calRate =
+      calAmount / std::chrono::duration<double>(Clock::now() - t0).count();
+  const double perIter = calAmount / 200000;
+  const long iters =
+      std::max(1L, static_cast<long>(kSecondsPerRun * calRate / perIter));
+  double bestRate = 0;
+  for (int r = 0; r < kRuns; ++r)
+    bestRate = std::max(bestRate,
+                        runTogether(threads, [&](int) { return loop(iters); }));
+  PeakFigure f;
+  f.value = bestRate / scale;
+  f.perThread = f.value / threads;
+  return f;
+}
+
+__attribute__((target("avx512f"))) double fmaLoop512(long iters) {
+  __m512 a[16];
+  const __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f);
+  for (int i = 0; i < 16; ++i)
+    a[i] = _mm512_set1_ps(static_cast<float>(i));
+  for (long n = 0; n < iters; ++n)
+    for (int i = 0; i < 16; ++i)
+      a[i] = _mm512_fmadd_ps(a[i], b, c);
+  float s = 0;
+  for (int i = 0; i < 16; ++i)
+    s += _mm512_reduce_add_ps(a[i]);
+  benchmark::DoNotOptimize(s);
+  return static_cast<double>(iters) * 16 * 16 * 2;
+}
+
+__attribute__((target("avx2,fma"))) double fmaLoop256(long iters) {
+  __m256 a[12];
+  const __m256 b = _mm256_set1_ps(1.0000001f), c = _mm256_set1_ps(1e-7f);
+  for (int i = 0; i < 12; ++i)
+    a[i] = _mm256_set1_ps(static_cast<float>(i));
+  for (long n = 0; n < iters; ++n)
+    for (int i = 0; i < 12; ++i)
+      a[i] = _mm256_fmadd_ps(a[i], b, c);
+  float s = 0;
+  for (int i = 0; i < 12; ++i) {
+    float t[8];
+    _mm256_storeu_ps(t, a[i]);
+    s += t[0];
+  }
+  benchmark::DoNotOptimize(s);
+  return static_cast<double>(iters) * 12 * 8 * 2;
+}
+
+// vdpbf16ps: per lane, acc += a[2l]*b[2l] + a[2l+1]*b[2l+1], i.e. 4 FLOPs
+// per f32 lane, 64 per instruction. 16 accumulators cover its latency.
+__attribute__((target("avx512f,avx512bf16"))) double bf16DotLoop(long iters) {
+  __m512 a[16];
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80); // bf16 1.0
+  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3380); // bf16 ~6e-8
+  for (int i = 0; i < 16; ++i)
+    a[i] = _mm512_set1_ps(static_cast<float>(i));
+  for (long n = 0; n < iters; ++n)
+    for (int i = 0; i < 16; ++i)
+      a[i] = _mm512_dpbf16_ps(a[i], x, y);
+  float s = 0;
+  for (int i = 0; i < 16; ++i)
+    s += _mm512_reduce_add_ps(a[i]);
+  benchmark::DoNotOptimize(s);
+  return static_cast<double>(iters) * 16 * 64;
+}
+
+} // namespace
+
+PeakFigure measureFmaPeak(int threads) {
+  const bool avx512 = mhagen_cpu_has("avx512f");
+  return best(
+      threads,
+      [avx512](long n) { return avx512 ? fmaLoop512(n) : fmaLoop256(n); }, 1e9);
+}
+
+PeakFigure measureBf16DotPeak(int threads) {
+  if (!mhagen_cpu_has("avx512_bf16"))
+    return {};
+  return best(threads, bf16DotLoop, 1e9);
+}
+
+PeakFigure measureTriad(int threads) {
+  const size_t n = size_t(1) << 25; // 128 MiB per array
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  // One "iteration" is one pass of every thread over its slice; the
+  // calibration's 200000 would be far too many, so size passes here.
+  auto pass = [&](int t, int tn) {
+    const size_t lo = n * t / tn, hi = n * (t + 1) / tn;
+    for (size_t i = lo; i < hi; ++i)
+      a[i] = b[i] + 3.0f * c[i];
+    benchmark::DoNotOptimize(a.data());
+    return 3.0 * (hi - lo) * sizeof(float);
+  };
+  auto t0 = Clock::now();
+  pass(0, 1);
+  const double onePass =
+      std::chrono::duration<double>(Clock::now() - t0).count();
+  // Each thread streams its 1/threads slice; as many passes as fill the
+  // run at the 1-thread rate.
+  const int passes =
+      std::max(2, static_cast<int>(kSecondsPerRun / std::max(onePass, 1e-6)));
+  double bestRate = 0;
+  for (int r = 0; r < kRuns; ++r)
+    bestRate = std::max(bestRate, runTogether(threads, [&](int t) {
+                          double bytes = 0;
+                          for (int p = 0; p < passes; ++p)
+                            bytes += pass(t, threads);
+                          return bytes;
+                        }));
+  PeakFigure f;
+  f.value = bestRate / 1e9;
+  f.perThread = f.value / threads;
+  return f;
+}
+
+std::string scalingWarning(const char *what, const PeakFigure &one,
+                           const PeakFigure &many, int threads) {
+  if (one.value <= 0 || many.value >= 0.85 * threads * one.value)
+    return "";
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%s with %d threads is %.1f, only %.2fx the 1-thread %.1f",
+                what, threads, many.value, many.value / one.value, one.value);
+  return buf;
+}
+
+} // namespace mhagen::bench
