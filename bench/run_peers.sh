@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python peers (torch 2.x SDPA) beside bench/run_benchmarks.sh, for the
+# The Python peers (torch 2.x SDPA, OpenVINO's SDPA) beside bench/run_benchmarks.sh, for the
 # same run: installs torch from PyPI into a virtual environment (bench only,
 # never CI; ../shared/NOTES.md says why these exact packages) and writes
 # bench/results/<date>-peers.jsonl.
@@ -19,7 +19,13 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import torch' 2>/dev/
   "$VENV/bin/pip" install -q --no-deps nvidia-cusparselt-cu13 \
     nvidia-nvshmem-cu13 nvidia-cufile nvidia-nccl-cu13
 fi
+if ! "$VENV/bin/python" -c 'import openvino' 2>/dev/null; then
+  "$VENV/bin/pip" install -q openvino
+fi
 mkdir -p bench/results
 out="bench/results/$(date +%Y%m%d-%H%M%S)-peers.jsonl"
-"$VENV/bin/python" bench/peers/torch_sdpa.py "$@" | tee "$out"
+{
+  "$VENV/bin/python" bench/peers/torch_sdpa.py "$@"
+  "$VENV/bin/python" bench/peers/openvino_sdpa.py "$@"
+} | tee "$out"
 echo "raw results: $out"
