@@ -44,6 +44,10 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a);
 /// error handler) before the first kernel runs.
 void ensureRuntimeInitialized();
 
+// Routes Halide's scratch allocations through a per-thread cache of freed
+// blocks (ScratchCache.cpp); called once, before any kernel runs.
+void installScratchAllocator();
+
 /// Held (shared) while a kernel runs, so the thread pool is never rebuilt
 /// under a running kernel.
 std::shared_lock<std::shared_mutex> lockPoolForCall();

@@ -82,6 +82,7 @@ void ensureRuntimeInitialized() {
     halide_set_error_handler(onHalideError);
     halide_set_custom_print(onHalidePrint);
     defaultLoadLibrary = halide_set_custom_load_library(loadLibrary);
+    installScratchAllocator();
     std::lock_guard<std::mutex> lock(threadsMu);
     if (numThreads == 0)
       numThreads = defaultThreads();
