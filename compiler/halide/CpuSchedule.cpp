@@ -101,11 +101,14 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // (measured 26% faster on S2 f32, one thread).
   d["stage_kv"] = 1;
   d["task_order"] = 0;
-  // bf16 is widened to f32 for f32 FMAs by default: on this machine
-  // vdpbf16ps retires 86 GFLOP/s per core against 174 for vfmadd231ps
-  // (bench/RESULTS.md), and S2 bf16 ran 289 ms with the dot product,
-  // 172 ms widened (2 threads). The dot product stays in the search space
-  // (bf16_dot = 1) for CPUs where it is the faster instruction.
+  // bf16 is widened to f32 for f32 FMAs by default: vdpbf16ps does not
+  // retire more FLOPs than vfmadd231ps on the machines measured here (bench
+  // Peak/dpbf16 against Peak/fma_f32, threads started together: 118 against
+  // 226 GFLOP/s per core on a Sapphire Rapids VM, 2026-12-02; an older VM of
+  // that class read 86 against 174), and S2 bf16 ran 289 ms with the dot
+  // product, 172 ms widened (2 threads). On a Zen 4 the dot product retires
+  // ~2x the FMA rate (bench/RESULTS.md), so it stays in the search space
+  // (bf16_dot = 1) for `mhagen tune` to pick where it wins.
   d["bf16_dot"] = 0;
   // Decode tile: the GQA group's heads times as many tokens as fill one
   // vector, so a T_q = 1 step computes no padding tokens (the prefill
