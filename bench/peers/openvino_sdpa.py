@@ -19,15 +19,15 @@ bottom-right when T_q < T_kv; OpenVINO's causal flag is top-left, so those
 shapes pass an explicit additive float mask. Run by bench/run_peers.sh;
 bench only, never CI.
 """
-import json
-import statistics
 import sys
 
 import numpy as np
+import torch
+from torch.nn.attention.bias import causal_lower_right
 import openvino as ov
 import openvino.opset13 as ops
 
-from torch_sdpa import SHAPES, measure, visible_pairs
+from torch_sdpa import SHAPES, emit, measure, visible_pairs
 
 
 def bottom_right_mask(tq, tkv):
@@ -55,6 +55,24 @@ def build(B, tq, tkv, h, kv, dk, causal, grouped):
     else:  # no mask, or T_q = 1 bottom-right causal (every key visible)
         node = ops.scaled_dot_product_attention(q, k, v)
     return ov.Model([node], params), qs, kvs
+
+
+def check(req, inputs, B, h, tq, tkv, dk, causal, dname):
+    """Refuses to time a graph whose output disagrees with torch's SDPA on
+    the same inputs (mask alignment, GQA head order): max |err| within
+    1e-4 (f32) or 5e-2 (bf16 inside the plugin)."""
+    req.infer()
+    got = torch.from_numpy(np.array(req.get_output_tensor(0).data)).reshape(B, h, tq, dk)
+    q = torch.from_numpy(inputs[0]).reshape(B, h, tq, dk)
+    k = torch.from_numpy(inputs[1]).reshape(B, -1, tkv, dk)
+    v = torch.from_numpy(inputs[2]).reshape(B, -1, tkv, dk)
+    # The mask from torch's own bottom-right rule, not the one fed to the graph.
+    mask = causal_lower_right(tq, tkv) if causal and tq != tkv else None
+    want = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=causal and tq == tkv, enable_gqa=True)
+    err = (got - want).abs().max().item()
+    if not err <= (1e-4 if dname == "f32" else 5e-2):
+        raise SystemExit(f"openvino_sdpa: output differs from torch by {err}")
 
 
 def main(argv):
@@ -97,29 +115,14 @@ def main(argv):
                     for i, x in enumerate(inputs):
                         req.set_input_tensor(i, ov.Tensor(x))
 
+                    check(req, inputs, B, h, tq, tkv, dk, causal, dname)
                     times = measure(req.infer)
-                    med = statistics.median(times)
-                    flops = 4.0 * B * h * dk * visible_pairs(tq, tkv, causal)
-                    kv_bytes = 2 * B * tkv * kv * dk * 4  # f32 at the boundary
-                    print(
-                        json.dumps(
-                            {
-                                "peer": "openvino_sdpa" if grouped or kv == h
-                                else "openvino_sdpa_kv_repeated",
-                                "openvino": ov.__version__,
-                                "shape": name,
-                                "dtype": dname,
-                                "threads": threads,
-                                "min_ms": round(min(times), 4),
-                                "median_ms": round(med, 4),
-                                "max_ms": round(max(times), 4),
-                                "gflops": round(flops / med / 1e6, 2),
-                                "kv_gbps": round(kv_bytes / med / 1e6, 2),
-                            }
-                        ),
-                        flush=True,
-                    )
-
+                    peer = ("openvino_sdpa" if grouped or kv == h
+                            else "openvino_sdpa_kv_repeated")
+                    emit({"peer": peer, "openvino": ov.__version__},
+                         name, dname, threads, times,
+                         4.0 * B * h * dk * visible_pairs(tq, tkv, causal),
+                         2 * B * tkv * kv * dk * 4)  # f32 at the boundary
 
 if __name__ == "__main__":
     main(sys.argv)

@@ -54,6 +54,25 @@ def measure(fn, min_seconds=1.0, rounds=7):
     return times
 
 
+def emit(peer, shape, dtype, threads, times, flops, kv_bytes):
+    """Prints one JSON record: `peer` (name, version) plus the shape, the
+    dtype, min/median/max ms over rounds, GFLOP/s and K/V GB/s at the
+    median. Shared by every peer script."""
+    med = statistics.median(times)
+    rec = dict(peer)
+    rec.update({
+        "shape": shape,
+        "dtype": dtype,
+        "threads": threads,
+        "min_ms": round(min(times), 4),
+        "median_ms": round(med, 4),
+        "max_ms": round(max(times), 4),
+        "gflops": round(flops / med / 1e6, 2),
+        "kv_gbps": round(kv_bytes / med / 1e6, 2),
+    })
+    print(json.dumps(rec), flush=True)
+
+
 def main(argv):
     only = set(argv[1:])
     for threads in (1, 2):
@@ -83,27 +102,10 @@ def main(argv):
 
                 with torch.no_grad():
                     times = measure(run)
-                med = statistics.median(times)
-                flops = 4.0 * B * h * dk * visible_pairs(tq, tkv, causal)
                 kv_bytes = 2 * B * tkv * kv * dk * q.element_size()
-                print(
-                    json.dumps(
-                        {
-                            "peer": "torch_sdpa",
-                            "torch": torch.__version__,
-                            "shape": name,
-                            "dtype": dname,
-                            "threads": threads,
-                            "min_ms": round(min(times), 4),
-                            "median_ms": round(med, 4),
-                            "max_ms": round(max(times), 4),
-                            "gflops": round(flops / med / 1e6, 2),
-                            "kv_gbps": round(kv_bytes / med / 1e6, 2),
-                        }
-                    ),
-                    flush=True,
-                )
-
+                emit({"peer": "torch_sdpa", "torch": torch.__version__},
+                     name, dname, threads, times,
+                     4.0 * B * h * dk * visible_pairs(tq, tkv, causal), kv_bytes)
 
 if __name__ == "__main__":
     main(sys.argv)
