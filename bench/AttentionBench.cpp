@@ -347,21 +347,16 @@ int main(int argc, char **argv) {
     }
   }
   for (int t : {1, 2}) {
-    const PeakFigure fma = measureFmaPeak(t), dot = measureBf16DotPeak(t),
-                     triad = measureTriad(t);
-    gPeak[t] = fma.value;
-    gBf16Dot[t] = dot.value;
-    gTriad[t] = triad.value;
-    if (t > 1) {
-      // A compute peak that does not scale would inflate every "% of peak"
-      // at this thread count: say so on stderr, beside the figures.
-      for (const std::string &w :
-           {scalingWarning("f32 FMA GFLOP/s", {gPeak[1], gPeak[1]}, fma, t),
-            scalingWarning("bf16 dot GFLOP/s", {gBf16Dot[1], gBf16Dot[1]}, dot,
-                           t)})
-        if (!w.empty())
-          std::fprintf(stderr, "warning: %s\n", w.c_str());
-    }
+    gPeak[t] = measureFmaPeak(t);
+    gBf16Dot[t] = measureBf16DotPeak(t);
+    gTriad[t] = measureTriad(t);
+    // A compute peak that does not scale would inflate every "% of peak"
+    // at this thread count: say so on stderr, beside the figures.
+    for (const std::string &w :
+         {scalingWarning("f32 FMA GFLOP/s", gPeak[1], gPeak[t], t),
+          scalingWarning("bf16 dot GFLOP/s", gBf16Dot[1], gBf16Dot[t], t)})
+      if (!w.empty())
+        std::fprintf(stderr, "warning: %s\n", w.c_str());
     const std::string suffix = "/threads:" + std::to_string(t);
     benchmark::RegisterBenchmark(("Peak/fma_f32" + suffix).c_str(),
                                  machineFigureBench, "gflops", &gPeak, t)

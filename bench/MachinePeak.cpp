@@ -57,8 +57,7 @@ double runTogether(int threads, const std::function<double(int)> &work) {
 
 // Best of kRuns, with each thread's work sized from a short 1-thread
 // calibration so one thread's share lasts about kSecondsPerRun.
-PeakFigure best(int threads, const std::function<double(long)> &loop,
-                double scale) {
+double best(int threads, const std::function<double(long)> &loop) {
   auto t0 = Clock::now();
   const double calAmount = loop(200000);
   const double calRate =
@@ -70,10 +69,7 @@ PeakFigure best(int threads, const std::function<double(long)> &loop,
   for (int r = 0; r < kRuns; ++r)
     bestRate = std::max(bestRate,
                         runTogether(threads, [&](int) { return loop(iters); }));
-  PeakFigure f;
-  f.value = bestRate / scale;
-  f.perThread = f.value / threads;
-  return f;
+  return bestRate / 1e9;
 }
 
 __attribute__((target("avx512f"))) double fmaLoop512(long iters) {
@@ -129,20 +125,20 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16DotLoop(long iters) {
 
 } // namespace
 
-PeakFigure measureFmaPeak(int threads) {
+double measureFmaPeak(int threads) {
   const bool avx512 = mhagen_cpu_has("avx512f");
-  return best(
-      threads,
-      [avx512](long n) { return avx512 ? fmaLoop512(n) : fmaLoop256(n); }, 1e9);
+  return best(threads, [avx512](long n) {
+    return avx512 ? fmaLoop512(n) : fmaLoop256(n);
+  });
 }
 
-PeakFigure measureBf16DotPeak(int threads) {
+double measureBf16DotPeak(int threads) {
   if (!mhagen_cpu_has("avx512_bf16"))
-    return {};
-  return best(threads, bf16DotLoop, 1e9);
+    return 0;
+  return best(threads, bf16DotLoop);
 }
 
-PeakFigure measureTriad(int threads) {
+double measureTriad(int threads) {
   const size_t n = size_t(1) << 25; // 128 MiB per array
   std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
   // One "iteration" is one pass of every thread over its slice; the
@@ -170,20 +166,17 @@ PeakFigure measureTriad(int threads) {
                             bytes += pass(t, threads);
                           return bytes;
                         }));
-  PeakFigure f;
-  f.value = bestRate / 1e9;
-  f.perThread = f.value / threads;
-  return f;
+  return bestRate / 1e9;
 }
 
-std::string scalingWarning(const char *what, const PeakFigure &one,
-                           const PeakFigure &many, int threads) {
-  if (one.value <= 0 || many.value >= 0.85 * threads * one.value)
+std::string scalingWarning(const char *what, double one, double many,
+                           int threads) {
+  if (one <= 0 || many >= 0.85 * threads * one)
     return "";
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "%s with %d threads is %.1f, only %.2fx the 1-thread %.1f",
-                what, threads, many.value, many.value / one.value, one.value);
+                what, threads, many, many / one, one);
   return buf;
 }
 

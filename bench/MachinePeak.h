@@ -14,27 +14,24 @@
 
 namespace mhagen::bench {
 
-struct PeakFigure {
-  double value = 0;     // GFLOP/s or GB/s, all threads together
-  double perThread = 0; // value / threads
-};
+// Each figure is for all `threads` together.
 
 // f32 FMA GFLOP/s: 16 (AVX-512) or 12 (AVX2) independent FMA chains per
 // thread, enough to cover the FMA latency on every machine class here.
-PeakFigure measureFmaPeak(int threads);
+double measureFmaPeak(int threads);
 
 // bf16 dot GFLOP/s (vdpbf16ps, 2 multiply-adds per lane pair): 16
 // independent accumulators per thread. Zero where the CPU lacks
 // AVX512_BF16.
-PeakFigure measureBf16DotPeak(int threads);
+double measureBf16DotPeak(int threads);
 
 // STREAM triad a = b + s*c over 128 MiB arrays, GB/s counting three arrays
 // (the write-allocate of a is not counted, as in STREAM).
-PeakFigure measureTriad(int threads);
+double measureTriad(int threads);
 
 // "" when the figure for `threads` is within 15% of `threads` times the
 // 1-thread figure, else a sentence naming both.
-std::string scalingWarning(const char *what, const PeakFigure &one,
-                           const PeakFigure &many, int threads);
+std::string scalingWarning(const char *what, double one, double many,
+                           int threads);
 
 } // namespace mhagen::bench
