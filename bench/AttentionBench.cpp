@@ -35,7 +35,7 @@ using namespace mhagen::bench;
 
 namespace {
 
-std::map<int, double> gPeak; // threads -> f32 FMA GFLOP/s
+std::map<int, double> gPeak;    // threads -> f32 FMA GFLOP/s
 std::map<int, double> gBf16Dot; // threads -> vdpbf16ps GFLOP/s (0: none)
 
 // ---- cases -----------------------------------------------------------------
@@ -56,6 +56,10 @@ const Shape kS2none{"S2none", 1, 2048, 2048, 32, 8, 128, false};
 const Shape kDecode{"Decode", 1, 1, 4096, 32, 8, 128, true};
 const Shape kBatchDecode{"BatchDecode", 16, 1, 4096, 32, 8, 128, true};
 const Shape kSpecDecode{"SpecDecode", 1, 4, 4096, 32, 8, 128, true};
+// Model families with score modifiers (issue 14), prefill of 2048 tokens:
+// the kernel's spec (bench/kernels.mha) holds the window, cap and sinks.
+const Shape kGemma2{"Gemma2", 1, 2048, 2048, 8, 4, 256, true};
+const Shape kGptOss{"GptOss", 1, 2048, 2048, 64, 8, 64, true};
 const Shape kChunkPrefill{"ChunkPrefill", 1, 512, 8192, 32, 8, 128, true};
 
 bool isDecodeShape(const Shape &s) {
@@ -113,9 +117,6 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
   state.counters["kv_gbs"] = kvBytes * iters / total / 1e9;
 }
 
-// A decode shape against a K/V cache stored as the kernel's kv_dtype:
-// checked against the reference (stored values and values before
-// storage), then timed; kv_gbs counts the bytes as stored.
 // Runs kernel k once on a fresh problem of shape sh and checks it against
 // the reference on sampled rows (and, for a low-precision K/V cache, the
 // stored values against the values before storage); null, with the
@@ -141,8 +142,12 @@ std::unique_ptr<Problem> checkedProblem(benchmark::State &state,
   return p;
 }
 
-void kvCacheBench(benchmark::State &state, Shape sh, std::string kernel,
-                  int threads) {
+// A kernel of bench/kernels.mha by name on shape sh: checked against the
+// reference (for a K/V cache stored as another kv_dtype also the stored
+// values against the values before storage), then timed; kv_gbs counts
+// the K/V bytes as stored. The K/V-cache and score-modifier variants.
+void namedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
+                      int threads) {
   const mhagen_kernel *k = nullptr;
   if (mhagen_find(kernel.c_str(), &k) != MHAGEN_OK) {
     state.SkipWithError(mhagen_last_error());
@@ -196,8 +201,7 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
   std::vector<float> out(mh.size());
   AttnShape as{sh.B, sh.Tq, sh.Tkv, sh.h, sh.kv, sh.dk, sh.causal, bf16};
   auto agree = [&]() -> bool {
-    Comparison c =
-        compareToReference(out, mhd, toleranceFor(spec.dtype, spec.op));
+    Comparison c = compareToReference(out, mhd, toleranceFor(spec));
     if (!c.ok())
       state.SkipWithError(
           ("disagrees with mhagen: max |err| " + std::to_string(c.maxAbsErr))
@@ -409,12 +413,36 @@ int main(int argc, char **argv) {
       for (int t : {1, 2}) {
         std::string name = std::string(sh.name) + "_f32_kv" + kvd +
                            "/mhagen/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(name.c_str(), kvCacheBench, sh,
+        benchmark::RegisterBenchmark(name.c_str(), namedKernelBench, sh,
                                      std::string("bench_gqa_f32_kv") + kvd, t)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.5);
       }
+  // Each score modifier alone on S1 and S2 (issue 14: at most 10 % over
+  // the plain kernel, S1_f32/mhagen and S2_f32/mhagen above).
+  for (const Shape &sh : {kS1, kS2})
+    for (const char *mod : {"softcap", "alibi", "sinks"})
+      for (int t : {1, 2}) {
+        std::string name = std::string(sh.name) + "_f32_" + mod +
+                           "/mhagen/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(), namedKernelBench, sh,
+                                     std::string("bench_gqa_f32_") + mod, t)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.5);
+      }
+  for (const auto &[sh, kernel] :
+       {std::pair<Shape, const char *>{kGemma2, "bench_gemma2"},
+        std::pair<Shape, const char *>{kGptOss, "bench_gptoss"}})
+    for (int t : {1, 2})
+      benchmark::RegisterBenchmark(
+          (std::string(sh.name) + "_f32/mhagen/threads:" + std::to_string(t))
+              .c_str(),
+          namedKernelBench, sh, std::string(kernel), t)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5);
   for (int t : {1, 2}) {
     benchmark::RegisterBenchmark(
         ("Layer_f32/mhagen_fused/threads:" + std::to_string(t)).c_str(),

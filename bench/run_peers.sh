@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python peers (torch 2.x SDPA, OpenVINO's SDPA) beside bench/run_benchmarks.sh, for the
+# The Python peers (torch 2.x SDPA and flex_attention, OpenVINO's SDPA) beside bench/run_benchmarks.sh, for the
 # same run: installs torch from PyPI into a virtual environment (bench only,
 # never CI; ../shared/NOTES.md says why these exact packages) and writes
 # bench/results/<date>-peers.jsonl.
@@ -27,5 +27,6 @@ out="bench/results/$(date +%Y%m%d-%H%M%S)-peers.jsonl"
 {
   "$VENV/bin/python" bench/peers/torch_sdpa.py "$@"
   "$VENV/bin/python" bench/peers/openvino_sdpa.py "$@"
+  "$VENV/bin/python" bench/peers/torch_modifiers.py "$@"
 } | tee "$out"
 echo "raw results: $out"

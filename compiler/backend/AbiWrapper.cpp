@@ -17,6 +17,8 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
                       s.mask.padding};
   shape.data = scalar(kvTypeOf(s.dtype));
   shape.kv = scalar(s.kvType());
+  shape.sinks = s.sinks;
+  shape.alibiSlopes = s.alibi == AlibiSlopes::Runtime;
   return shape;
 }
 

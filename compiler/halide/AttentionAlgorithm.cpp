@@ -32,6 +32,11 @@ int channelBlockFor(int64_t dv, int preferred) {
 //       l        = l e^(m-m') + ts e^(tm-m');  m = m'
 //     O[i, c] = l > 0 ? acc / l : 0
 //
+// Score modifiers (docs/design.md §2) change S before the mask:
+// softcap S = C tanh(S / C), ALiBi S += slope(head) (key - pos(i)); a
+// learned sink starts the state at m = sink(head), l = 1 (a key of value
+// 0 that every row sees), so a row with no visible key still outputs 0.
+//
 // Split-KV (tiles.splitKv, the decode variant; docs/design.md §1): the key
 // tiles a query tile visits are cut into `splits` chunks sp, the scan runs
 // per chunk into its own (acc, m, l), and a merge rescales every chunk to
@@ -50,6 +55,28 @@ static const float kLowest = kLowestScore; // mhagen/spec/SoftmaxNumerics.h
 // fast_exp vectorises but is undefined on underflow, hence the clamp.
 static Expr expNonPositive(const Expr &x) {
   return select(x < -80.0f, 0.0f, fast_exp(max(x, -80.0f)));
+}
+
+// tanh(x) in f32 as a rational function on [-7.905, 7.905] (outside, tanh
+// rounds to +-1), and x itself below 4e-4: Eigen's ptanh, whose
+// coefficients MLIR's math-polynomial-approximation uses too (MLIR 19
+// clamps at 7.9988 instead), so both backends cap scores alike. Max error
+// 3.3e-7 absolute over all of f32 with either clamp (measured against
+// std::tanh in double); Halide 14's own tanh is a scalar libm call per
+// lane.
+static Expr tanhRational(const Expr &a) {
+  const Expr x = clamp(a, -7.90531110763549805f, 7.90531110763549805f);
+  const Expr x2 = x * x;
+  Expr p = -2.76076847742355e-16f;
+  for (float c :
+       {2.00018790482477e-13f, -8.60467152213735e-11f, 5.12229709037114e-08f,
+        1.48572235717979e-05f, 6.37261928875436e-04f, 4.89352455891786e-03f})
+    p = p * x2 + c;
+  Expr q = 1.19825839466702e-06f;
+  for (float c :
+       {1.18534705686654e-04f, 2.26843463243900e-03f, 4.89352518554385e-03f})
+    q = q * x2 + c;
+  return select(abs(a) < 0.0004f, a, x * p / q);
 }
 
 AttentionStages defineAttention(const AttentionSpec &s,
@@ -107,6 +134,24 @@ AttentionStages defineAttention(const AttentionSpec &s,
   if (s.mask.padding)
     visible = visible && key < in.kvLen(b);
 
+  // The score modifiers (docs/design.md §2), on the scaled score of row i
+  // and key `key`: softcap, then the ALiBi bias slope * (key - pos). The
+  // slopes are a per-tile table like the positions (rows of one tile
+  // belong to up to HP heads).
+  if (s.alibi != AlibiSlopes::None) {
+    st.rowSlope = Func(name("row_slope"));
+    st.rowSlope(i, ho) = in.slope(head);
+  }
+  auto modify = [&](Expr score) {
+    if (s.softcap) {
+      const float cap = static_cast<float>(*s.softcap);
+      score = cap * tanhRational(score * (1.0f / cap));
+    }
+    if (s.alibi != AlibiSlopes::None)
+      score += st.rowSlope(i, ho) * cast<float>(key - rowPos);
+    return score;
+  };
+
   st.rj = RDom(0, KT, name("rj"));
   if (!tiles.bf16Dot) {
     st.qTile = Func(name("q_tile"));
@@ -133,7 +178,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
         st.qTile(i, st.rc, qo, ho, b) * kRead(st.rc, j, kt, kvHead, b);
     st.scores = Func(name("scores"));
     st.scores(i, j, kt, qo, ho, b) =
-        select(visible, st.scoresAcc(i, j, kt, qo, ho, b), kLowest);
+        select(visible, modify(st.scoresAcc(i, j, kt, qo, ho, b)), kLowest);
   } else {
     // bf16 pairs: element p of pair c2 is channel 2*c2 + p. Q keeps its
     // bf16 values (the scale is applied to the f32 dot product).
@@ -152,8 +197,8 @@ AttentionStages defineAttention(const AttentionSpec &s,
         cast<float>(st.qTile(st.rc.x, i, st.rc.y, qo, ho, b)) *
         cast<float>(st.kTile(2 * st.rc.y + st.rc.x, j, kt, kvHead, b));
     st.scores = Func(name("scores"));
-    st.scores(i, j, kt, qo, ho, b) =
-        select(visible, st.scoresAcc(i, j, kt, qo, ho, b) * scale, kLowest);
+    st.scores(i, j, kt, qo, ho, b) = select(
+        visible, modify(st.scoresAcc(i, j, kt, qo, ho, b) * scale), kLowest);
   }
 
   // Softmax of the tile against its own row max.
@@ -264,9 +309,13 @@ AttentionStages defineAttention(const AttentionSpec &s,
   if (split)
     stateVars = {i, cb, sp, qo, ho, b};
   const std::vector<Expr> stateAt(stateVars.begin(), stateVars.end());
+  // A learned sink is a key every row sees, with score sink(head) and
+  // value 0: it starts the state (m = sink, l = 1) instead of the empty
+  // one. Split-KV adds it once, in the merge, not once per chunk.
+  const bool sinkInState = s.sinks && !tiles.splitKv;
   std::vector<Expr> init(static_cast<size_t>(CB), 0.0f);
-  init.push_back(kLowest); // m
-  init.push_back(0.0f);    // l
+  init.push_back(sinkInState ? in.sink(head) : Expr(kLowest)); // m
+  init.push_back(sinkInState ? 1.0f : 0.0f);                   // l
   st.state(stateVars) = Tuple(init);
   const Expr m = st.state(stateAt)[CB];
   const Expr l = st.state(stateAt)[CB + 1];
@@ -296,12 +345,15 @@ AttentionStages defineAttention(const AttentionSpec &s,
     st.partial(i, cb, sp, qo, ho, b) = st.state(i, cb, sp, qo, ho, b);
     st.rs = RDom(0, st.splits, name("rs"));
     st.mergeMax = Func(name("merge_max"));
-    st.mergeMax(i, cb, qo, ho, b) = kLowest;
+    st.mergeMax(i, cb, qo, ho, b) = s.sinks ? in.sink(head) : Expr(kLowest);
     st.mergeMax(i, cb, qo, ho, b) = max(
         st.mergeMax(i, cb, qo, ho, b), st.partial(i, cb, st.rs, qo, ho, b)[CB]);
     st.merged = Func(name("merged"));
-    st.merged(i, cb, qo, ho, b) =
-        Tuple(std::vector<Expr>(static_cast<size_t>(CB) + 1, 0.0f));
+    std::vector<Expr> mergedInit(static_cast<size_t>(CB) + 1, 0.0f);
+    if (s.sinks) // the sink's term e^(sink - M) of the denominator
+      mergedInit[CB] =
+          expNonPositive(in.sink(head) - st.mergeMax(i, cb, qo, ho, b));
+    st.merged(i, cb, qo, ho, b) = Tuple(mergedInit);
     const Expr w = expNonPositive(st.partial(i, cb, st.rs, qo, ho, b)[CB] -
                                   st.mergeMax(i, cb, qo, ho, b));
     std::vector<Expr> sum;

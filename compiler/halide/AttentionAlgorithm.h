@@ -70,11 +70,18 @@ struct AttentionInputs {
   Halide::Expr batch;   ///< B (the split count depends on it)
   Halide::Func kvLen;   ///< kvLen(b): keys visible in batch b (padding)
   bool hasKvLen = false;
+  /// Score modifiers (docs/design.md §2): sink(hd), the learned sink logit
+  /// of query head hd (sinks = learned); slope(hd), its ALiBi slope
+  /// (alibi = true: the standard slopes, compiled in; runtime: a call
+  /// argument). Undefined when the spec has no such modifier.
+  Halide::Func sink, slope;
 };
 
 /// Every stage of the fused (flash) attention, for scheduling.
 struct AttentionStages {
   Halide::Func rowPos;    ///< rowPos(i, qo): absolute position of row i
+  Halide::Func rowSlope;  ///< rowSlope(i, ho): ALiBi slope of row i's head
+                          ///< (defined only with alibi)
   Halide::Func qTile;     ///< qTile(i, c, qo, ho, b) = q * scale
   Halide::Func kTile;     ///< kTile(c, j, kt, g, b): K rows of a key tile
                           ///< (stageKv: f32; bf16Dot: bf16)

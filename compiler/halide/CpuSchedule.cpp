@@ -346,6 +346,8 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
   else
     st.qTile.compute_at(output, task).vectorize(v.i, vw);
   st.rowPos.compute_at(output, task).vectorize(v.i, vw);
+  if (st.rowSlope.defined()) // ALiBi: the rows' slopes, like their positions
+    st.rowSlope.compute_at(output, task).vectorize(v.i, vw);
   st.state.compute_at(output, task)
       .align_bounds(v.i, tl.rows)
       .vectorize(v.i, vw);
@@ -403,6 +405,8 @@ void scheduleDecodeCpu(AttentionStages st, const AttentionVars &v,
   else
     st.qTile.compute_at(st.partial, task).vectorize(v.i, vw);
   st.rowPos.compute_at(st.partial, task).vectorize(v.i, vw);
+  if (st.rowSlope.defined())
+    st.rowSlope.compute_at(st.partial, task).vectorize(v.i, vw);
   st.state.compute_at(st.partial, task)
       .align_bounds(v.i, tl.rows)
       .vectorize(v.i, vw);

@@ -133,6 +133,10 @@ void scheduleAttentionGpu(AttentionStages st, Func output,
   st.rowPos.compute_at(output, task)
       .store_in(MemoryType::Heap) // read in every iteration, as above
       .gpu_threads(v.i);
+  if (st.rowSlope.defined())
+    st.rowSlope.compute_at(output, task)
+        .store_in(MemoryType::Heap)
+        .gpu_threads(v.i);
   // The running state stays in shared memory, one (row, channel block)
   // per thread. Registers would need each thread to own its entries across
   // the whole key-tile loop, but Halide 14 then gives every thread a private

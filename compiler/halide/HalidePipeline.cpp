@@ -9,6 +9,7 @@
 #include "mhagen/abi_model.hpp"
 #include "mhagen/backend/AbiWrapper.h"
 #include "mhagen/spec/BackendResult.h"
+#include "mhagen/spec/ScoreModifiers.h"
 
 #include <map>
 #include <optional>
@@ -131,6 +132,20 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     bp.kvLens = param("kv_lens"); // one length per batch
     in.kvLen(v.b) = bp.kvLens(v.b);
     in.hasKvLen = true;
+  }
+
+  // Score modifiers: learned sinks and runtime slopes are call arguments;
+  // the standard ALiBi slopes are constants embedded in the kernel.
+  if (s.sinks)
+    in.sink(v.hd) = param("sinks")(v.hd);
+  if (s.alibi == AlibiSlopes::Runtime) {
+    in.slope(v.hd) = param("alibi_slopes")(v.hd);
+  } else if (s.alibi == AlibiSlopes::Standard) {
+    const std::vector<double> slopes = standardAlibiSlopes(s.h);
+    Buffer<float> table(static_cast<int>(s.h), "alibi_standard_slopes");
+    for (int64_t i = 0; i < s.h; ++i)
+      table(static_cast<int>(i)) = static_cast<float>(slopes[i]);
+    in.slope(v.hd) = table(v.hd);
   }
 
   if (s.op == Op::Sdpa) {

@@ -100,10 +100,19 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   const abi::AbiShape shape = backend::abiShapeOf(s);
   uint32_t next = 1; // seeds in the model's order
   for (const abi::TensorModel *t : abi::tensors(shape)) {
+    const size_t n = elementCount(*t, shape, size_);
+    // Per-head f32 modifiers: sink logits around the scores' own range
+    // (so a sink takes a visible share of each row), positive slopes.
+    if (t->elem == abi::Elem::F32 && !t->isSequence()) {
+      const bool sinks = std::string(t->name) == "sinks";
+      inputs_[t->name] =
+          make(n, sinks ? -2.0f : 0.01f, sinks ? 3.0f : 0.5f, seed + next++,
+               abi::Scalar::F32, n, nullptr, false);
+      continue;
+    }
     // Scales come with their int8 tensor (its quantisation).
     if (t->elem != abi::Elem::Data && t->elem != abi::Elem::KvData)
       continue;
-    const size_t n = elementCount(*t, shape, size_);
     if (t->output) {
       outF32_.assign(n, 0.0f);
       continue;
@@ -183,6 +192,7 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
       a.v = inputs_.at("v").exact.data();
     }
     a.kvLens = lens_.empty() ? nullptr : lens_.data();
+    a.modifiers = modifierArgs();
     a.rows = r;
     return ref::sdpa<double>(spec_, a);
   }
@@ -199,8 +209,16 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
   a.bv = input("b_v");
   a.bo = input("b_o");
   a.kvLens = lens_.empty() ? nullptr : lens_.data();
+  a.modifiers = modifierArgs();
   a.rows = r;
   return ref::layer<double>(spec_, a);
+}
+
+ref::ModifierArgs Problem::modifierArgs() const {
+  ref::ModifierArgs m;
+  m.sinks = input("sinks"); // nullptr when the spec has none
+  m.alibiSlopes = input("alibi_slopes");
+  return m;
 }
 
 Comparison Problem::check(const std::vector<int64_t> &rows) const {
@@ -217,7 +235,7 @@ Comparison Problem::compare(const std::vector<int64_t> &rows,
   std::vector<double> want = reference(rows, exactKv);
   const Tolerance tol = exactKv
                             ? kvStorageTolerance(spec_.dtype, spec_.kvType())
-                            : toleranceFor(spec_.dtype, spec_.op);
+                            : toleranceFor(spec_);
   if (rows.empty())
     return compareToReference(got, want, tol);
   // Only the checked rows: gather them from both.

@@ -1,10 +1,12 @@
 #include "mhagen/reference/Reference.h"
 
 #include "mhagen/spec/CostModel.h"
+#include "mhagen/spec/ScoreModifiers.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace mhagen::ref {
@@ -58,6 +60,30 @@ std::vector<Acc> softmax(const std::vector<Acc> &scores,
 }
 
 template <typename Acc>
+std::vector<Acc> softmaxWithSink(const std::vector<Acc> &scores,
+                                 const std::vector<bool> &visible,
+                                 const Acc *sink) {
+  if (!sink)
+    return softmax(scores, visible);
+  // The sink joins the max and the sum; its probability is dropped (its
+  // value is 0). A row with no visible key outputs zeros.
+  std::vector<Acc> p(scores.size(), Acc(0));
+  Acc mx = *sink;
+  for (size_t j = 0; j < scores.size(); ++j)
+    if (visible[j])
+      mx = std::max(mx, scores[j]);
+  Acc sum = std::exp(*sink - mx);
+  for (size_t j = 0; j < scores.size(); ++j)
+    if (visible[j]) {
+      p[j] = std::exp(scores[j] - mx);
+      sum += p[j];
+    }
+  for (auto &x : p)
+    x /= sum;
+  return p;
+}
+
+template <typename Acc>
 std::vector<Acc> project(const float *x, int64_t rows, int64_t in,
                          const float *w, int64_t out, const float *bias) {
   // y[r][o] = bias[o] + sum_i x[r][i] * w[i][o], summed over i in order;
@@ -79,13 +105,40 @@ std::vector<Acc> project(const float *x, int64_t rows, int64_t in,
 
 // Attention of one query head over its key/value head, on tensors already
 // split into [T, width] rows. Writes Tq x dv outputs.
+// The score modifiers of one query head (docs/design.md §2).
+struct HeadModifiers {
+  std::optional<double> sink;
+  double slope = 0; ///< ALiBi slope; 0 without ALiBi
+};
+
+static HeadModifiers headModifiers(const AttentionSpec &s,
+                                   const ModifierArgs &m, int64_t head) {
+  HeadModifiers hm;
+  if (s.sinks) {
+    if (!m.sinks)
+      throw std::invalid_argument("reference: sinks = learned but no sinks");
+    hm.sink = m.sinks[head];
+  }
+  if (s.alibi == AlibiSlopes::Runtime) {
+    if (!m.alibiSlopes)
+      throw std::invalid_argument(
+          "reference: alibi = runtime but no alibi_slopes");
+    hm.slope = m.alibiSlopes[head];
+  } else if (s.alibi == AlibiSlopes::Standard) {
+    // The kernels hold the slopes as f32: the reference takes those values.
+    hm.slope = static_cast<float>(standardAlibiSlopes(s.h)[head]);
+  }
+  return hm;
+}
+
 template <typename Acc>
-static void attendOneHead(const AttentionSpec &s, const Acc *q, int64_t qStride,
-                          const Acc *k, int64_t kStride, const Acc *v,
-                          int64_t vStride, int64_t Tq, int64_t Tkv,
-                          int64_t kvLen, Acc *out, int64_t outStride,
-                          const std::vector<int64_t> &rows) {
+static void attendOneHead(const AttentionSpec &s, const HeadModifiers &hm,
+                          const Acc *q, int64_t qStride, const Acc *k,
+                          int64_t kStride, const Acc *v, int64_t vStride,
+                          int64_t Tq, int64_t Tkv, int64_t kvLen, Acc *out,
+                          int64_t outStride, const std::vector<int64_t> &rows) {
   const Acc scale = static_cast<Acc>(s.effectiveScale());
+  const Acc sink = hm.sink ? static_cast<Acc>(*hm.sink) : Acc(0);
   std::vector<Acc> scores(static_cast<size_t>(Tkv));
   std::vector<bool> visible(static_cast<size_t>(Tkv));
   for (int64_t i : rows) {
@@ -95,9 +148,18 @@ static void attendOneHead(const AttentionSpec &s, const Acc *q, int64_t qStride,
       if (visible[j])
         for (int64_t c = 0; c < s.d_k; ++c)
           dot += q[i * qStride + c] * k[j * kStride + c];
-      scores[j] = dot * scale;
+      Acc score = dot * scale;
+      if (s.softcap) {
+        const Acc cap = static_cast<Acc>(*s.softcap);
+        score = cap * std::tanh(score / cap);
+      }
+      // ALiBi: slope * (j - pos(i)), pos(i) = i + Tkv - Tq (bottom-right).
+      score +=
+          static_cast<Acc>(hm.slope) * static_cast<Acc>(j - (i + Tkv - Tq));
+      scores[j] = score;
     }
-    std::vector<Acc> p = softmax(scores, visible);
+    std::vector<Acc> p =
+        softmaxWithSink(scores, visible, hm.sink ? &sink : nullptr);
     for (int64_t c = 0; c < s.d_v; ++c) {
       Acc acc = 0;
       for (int64_t j = 0; j < Tkv; ++j)
@@ -140,7 +202,8 @@ std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
     const int64_t len = kvLength(s, a.kvLens, b, a.Tkv);
     for (int64_t i = 0; i < h; ++i) {
       const int64_t g = i / (h / kv); // the shared key/value head
-      attendOneHead<Acc>(s, &q[(b * a.Tq * h + i) * dk], h * dk,
+      attendOneHead<Acc>(s, headModifiers(s, a.modifiers, i),
+                         &q[(b * a.Tq * h + i) * dk], h * dk,
                          &k[(b * a.Tkv * kv + g) * dk], kv * dk,
                          &v[(b * a.Tkv * kv + g) * dv], kv * dv, a.Tq, a.Tkv,
                          len, &out[(b * a.Tq * h + i) * dv], h * dv, rows);
@@ -176,7 +239,8 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
     const int64_t len = kvLength(s, a.kvLens, b, T);
     for (int64_t i = 0; i < h; ++i) {
       const int64_t g = i / (h / kv);
-      attendOneHead<Acc>(s, &Q[b * T * h * dk + i * dk], h * dk,
+      attendOneHead<Acc>(s, headModifiers(s, a.modifiers, i),
+                         &Q[b * T * h * dk + i * dk], h * dk,
                          &K[b * T * kv * dk + g * dk], kv * dk,
                          &V[b * T * kv * dv + g * dv], kv * dv, T, T, len,
                          &O[b * T * h * dv + i * dv], h * dv, picked);
@@ -206,6 +270,12 @@ template std::vector<float> softmax(const std::vector<float> &,
                                     const std::vector<bool> &);
 template std::vector<double> softmax(const std::vector<double> &,
                                      const std::vector<bool> &);
+template std::vector<float> softmaxWithSink(const std::vector<float> &,
+                                            const std::vector<bool> &,
+                                            const float *);
+template std::vector<double> softmaxWithSink(const std::vector<double> &,
+                                             const std::vector<bool> &,
+                                             const double *);
 template std::vector<float> project(const float *, int64_t, int64_t,
                                     const float *, int64_t, const float *);
 template std::vector<double> project(const float *, int64_t, int64_t,

@@ -1,5 +1,6 @@
 #include "mhagen/spec/AttentionSpec.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -36,6 +37,18 @@ const char *toString(KvType t) {
     return "f16";
   case KvType::I8:
     return "i8";
+  }
+  return "?";
+}
+
+const char *toString(AlibiSlopes a) {
+  switch (a) {
+  case AlibiSlopes::None:
+    return "false";
+  case AlibiSlopes::Standard:
+    return "true";
+  case AlibiSlopes::Runtime:
+    return "runtime";
   }
   return "?";
 }
@@ -135,6 +148,29 @@ static std::string formatDouble(double v) {
   return buf;
 }
 
+// A new field's number: integers as integers (20, not 2e+01), others in
+// their shortest round-trip form. (scale keeps formatDouble: its text is
+// part of existing semantic keys.)
+static std::string formatValue(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+  }
+  return formatDouble(v);
+}
+
+// A number as part of a C identifier: 30.5 -> 30p5, 1e+30 -> 1e30.
+static std::string identifierText(const std::string &number) {
+  std::string out;
+  for (char c : number)
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      out += c;
+    else if (c == '.')
+      out += 'p';
+  return out;
+}
+
 std::string AttentionSpec::canonical() const {
   std::ostringstream os;
   os << "spec " << kernelName() << " {\n";
@@ -151,6 +187,12 @@ std::string AttentionSpec::canonical() const {
   os << "  bias = " << (bias ? "true" : "false") << "\n";
   if (scale)
     os << "  scale = " << formatDouble(*scale) << "\n";
+  if (softcap)
+    os << "  softcap = " << formatValue(*softcap) << "\n";
+  if (alibi != AlibiSlopes::None)
+    os << "  alibi = " << toString(alibi) << "\n";
+  if (sinks)
+    os << "  sinks = learned\n";
   os << "  target = " << target.str() << "\n";
   os << "  backend = " << toString(backend) << "\n";
   if (T)
@@ -171,6 +213,13 @@ std::string AttentionSpec::semanticKey() const {
      << ";scale=" << formatDouble(effectiveScale());
   if (kv_dtype) // absent when K/V are stored as dtype: old keys unchanged
     os << ";kv_dtype=" << toString(*kv_dtype);
+  // Score modifiers: absent when unset, so older keys stay as they were.
+  if (softcap)
+    os << ";softcap=" << formatValue(*softcap);
+  if (alibi != AlibiSlopes::None)
+    os << ";alibi=" << toString(alibi);
+  if (sinks)
+    os << ";sinks=learned";
   if (T)
     os << ";T=" << *T;
   if (T_kv)
@@ -205,6 +254,14 @@ std::string AttentionSpec::derivedName() const {
     os << "_kv" << toString(*kv_dtype);
   if (bias)
     os << "_bias";
+  if (softcap)
+    os << "_cap" << identifierText(formatValue(*softcap));
+  if (alibi == AlibiSlopes::Standard)
+    os << "_alibi";
+  else if (alibi == AlibiSlopes::Runtime)
+    os << "_alibirt";
+  if (sinks)
+    os << "_sinks";
   if (scale)
     os << "_s" << hash().substr(0, 6); // a non-default scale changes the math
   if (T)
@@ -224,6 +281,7 @@ bool AttentionSpec::operator==(const AttentionSpec &o) const {
   return name == o.name && op == o.op && d == o.d && h == o.h && d_k == o.d_k &&
          d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
          kv_dtype == o.kv_dtype && bias == o.bias && scale == o.scale &&
+         softcap == o.softcap && alibi == o.alibi && sinks == o.sinks &&
          target == o.target && backend == o.backend && T == o.T &&
          T_kv == o.T_kv && B == o.B;
 }

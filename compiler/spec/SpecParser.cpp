@@ -40,8 +40,9 @@ SpecError::SpecError(std::vector<SpecDiagnostic> diags)
 
 const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
-      "op",       "d",    "h",     "kv",     "dk",      "dv", "mask", "dtype",
-      "kv_dtype", "bias", "scale", "target", "backend", "T",  "Tkv",  "B"};
+      "op",     "d",        "h",    "kv",    "dk",      "dv",    "mask",
+      "dtype",  "kv_dtype", "bias", "scale", "softcap", "alibi", "sinks",
+      "target", "backend",  "T",    "Tkv",   "B"};
   return names;
 }
 
@@ -544,6 +545,42 @@ AttentionSpec buildSpec(const RawSpec &raw) {
       s.scale = v;
     }
   }
+  if (const RawField *f = field("softcap")) {
+    double v = 0;
+    if (f->value == "none") {
+      s.softcap.reset();
+    } else if (!parseNumber(f->value, v)) {
+      bad("softcap", *f,
+          "must be a number C > 0 (scores become C tanh(s / C)) or none");
+    } else if (!(v > 0) || !std::isfinite(v)) {
+      bad("softcap", *f, "must be a finite number > 0");
+    } else {
+      s.softcap = v;
+    }
+  }
+  if (const RawField *f = field("alibi")) {
+    const std::string &v = f->value;
+    if (v == "false" || v == "none")
+      s.alibi = AlibiSlopes::None;
+    else if (v == "true" || v == "standard")
+      s.alibi = AlibiSlopes::Standard;
+    else if (v == "runtime")
+      s.alibi = AlibiSlopes::Runtime;
+    else
+      bad("alibi", *f,
+          "expected true (the standard slopes for h heads), runtime "
+          "(alibi_slopes [h] passed at call time) or false");
+  }
+  if (const RawField *f = field("sinks")) {
+    if (f->value == "learned")
+      s.sinks = true;
+    else if (f->value == "none" || f->value == "false")
+      s.sinks = false;
+    else
+      bad("sinks", *f,
+          "expected learned (one f32 logit per head, passed at call time) "
+          "or none");
+  }
   if (const RawField *f = field("target")) {
     if (!parseTarget(f->value, s.target))
       bad("target", *f,
@@ -643,6 +680,8 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
          "backend only (backend = mlir)");
   if (s.scale && (!(*s.scale > 0) || !std::isfinite(*s.scale)))
     rule("scale", std::to_string(*s.scale), "must be a finite number > 0");
+  if (s.softcap && (!(*s.softcap > 0) || !std::isfinite(*s.softcap)))
+    rule("softcap", std::to_string(*s.softcap), "must be a finite number > 0");
   if (s.target.kind == TargetKind::Cuda &&
       (s.target.cudaCapability < 30 || s.target.cudaCapability > 120))
     rule("target", s.target.str(),

@@ -133,6 +133,21 @@ std::vector<TensorModel> buildTable() {
                        "kv_lens given but this kernel's mask has no padding",
                        " but the mask has padding: pass one key length per "
                        "batch"));
+  // Score modifiers given at call time: one f32 per query head.
+  t.push_back(fixed(MHAGEN_ABI_PTR(sinks), "learned sink logit per head",
+                    Presence::Sinks, {{{S::H}}}));
+  t.back().elem = Elem::F32;
+  t.back().givenButAbsent =
+      "sinks given but this kernel's spec has no sinks (sinks = learned)";
+  t.back().missingHint = " but sinks = learned: pass one f32 logit per "
+                         "query head";
+  t.push_back(fixed(MHAGEN_ABI_PTR(alibi_slopes), "ALiBi slope per head",
+                    Presence::AlibiSlopes, {{{S::H}}}));
+  t.back().elem = Elem::F32;
+  t.back().givenButAbsent = "alibi_slopes given but this kernel's spec has "
+                            "no alibi = runtime";
+  t.back().missingHint = " but alibi = runtime: pass one f32 slope per "
+                         "query head";
   // The output of each op.
   t.push_back(sequence(MHAGEN_ABI_PTR(out), "attention output", Presence::Sdpa,
                        true, S::TokensQ, {{{S::H}}, {{S::Dv}}},
@@ -177,6 +192,10 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
     return s.padding;
   case Presence::KvScales:
     return !s.layer && s.kv == Scalar::I8;
+  case Presence::Sinks:
+    return s.sinks;
+  case Presence::AlibiSlopes:
+    return s.alibiSlopes;
   }
   return false;
 }
@@ -314,8 +333,9 @@ std::string dimsText(const TensorModel &t) {
 }
 
 std::string docTable() {
-  static const char *when[] = {"sdpa", "layer", "layer, bias", "padding",
-                               "kv_dtype i8"};
+  static const char *when[] = {"sdpa",         "layer",       "layer, bias",
+                               "padding",      "kv_dtype i8", "sinks learned",
+                               "alibi runtime"};
   std::string out;
   for (const TensorModel &t : allTensors()) {
     std::string line = std::string(" *   ") + t.name;

@@ -35,6 +35,9 @@ std::string KernelManifest::toJson() const {
   s["kv_dtype"] = spec.kv_dtype.empty() ? spec.dtype : spec.kv_dtype;
   s["bias"] = spec.bias;
   s["scale"] = spec.scale;
+  s["softcap"] = spec.softcap;
+  s["alibi"] = spec.alibi;
+  s["sinks"] = spec.sinks;
   s["T"] = spec.T;
   s["T_kv"] = spec.T_kv;
   s["B"] = spec.B;
@@ -210,10 +213,10 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     m.symbol = str(j, "symbol", "");
     m.kernelName = str(j, "kernel_name", "");
     const ojson &s = field(j, "spec", "");
-    onlyKnown(s,
-              {"hash", "semantic_key", "canonical", "op", "d", "h", "d_k",
-               "d_v", "n_kv", "mask", "dtype", "kv_dtype", "bias", "scale", "T",
-               "T_kv", "B"},
+    onlyKnown(s, {"hash",  "semantic_key", "canonical", "op",    "d",
+                  "h",     "d_k",          "d_v",       "n_kv",  "mask",
+                  "dtype", "kv_dtype",     "bias",      "scale", "softcap",
+                  "alibi", "sinks",        "T",         "T_kv",  "B"},
               "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);
@@ -241,6 +244,19 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
       return fail("spec.scale must be a finite number > 0, not " +
                   scale.dump());
     m.spec.scale = scale.get<double>();
+    if (s.contains("softcap")) {
+      const ojson &cap = s.at("softcap");
+      if (!cap.is_number() || !std::isfinite(cap.get<double>()) ||
+          cap.get<double>() < 0)
+        return fail("spec.softcap must be a finite number >= 0 (0: none), "
+                    "not " +
+                    cap.dump());
+      m.spec.softcap = cap.get<double>();
+    }
+    if (s.contains("alibi"))
+      m.spec.alibi = str(s, "alibi", sp);
+    if (s.contains("sinks"))
+      m.spec.sinks = boolean(s, "sinks", sp);
     m.spec.T = integer(s, "T", sp, 0, kMaxStatic);
     m.spec.T_kv = integer(s, "T_kv", sp, 0, kMaxStatic);
     m.spec.B = integer(s, "B", sp, 0, kMaxStatic);
@@ -287,6 +303,10 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
                 std::to_string(kMaxDim));
   if (m.spec.window > 0 && !m.spec.causal)
     return fail("spec.mask.window implies causal");
+  if (m.spec.alibi != "false" && m.spec.alibi != "true" &&
+      m.spec.alibi != "runtime")
+    return fail("spec.alibi must be false, true or runtime, not '" +
+                m.spec.alibi + "'");
   if (m.spec.bias && m.spec.op != "layer")
     return fail("spec.bias needs op = layer");
   if (m.device != "cpu" && m.device != "cuda" && m.device != "opencl")

@@ -115,6 +115,8 @@ abi::AbiShape abiShapeOf(const KernelManifest &m) {
   shape.padding = s.padding;
   shape.data = scalar(s.dtype);
   shape.kv = scalar(s.kv_dtype.empty() ? s.dtype : s.kv_dtype);
+  shape.sinks = s.sinks;
+  shape.alibiSlopes = s.alibi == "runtime";
   return shape;
 }
 

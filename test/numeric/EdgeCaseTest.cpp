@@ -126,6 +126,57 @@ TEST(HugeLogits, NoOverflowAndStillAccurate) {
   }
 }
 
+// Score modifiers (test/numeric/CMakeLists.txt, group "modifiers_split"):
+// a learned sink is a key of value 0, so a row that sees no real key
+// outputs zeros with it too -- in the prefill variant, where the sink
+// starts the state, and in the split decode variant, where it joins the
+// merge of chunks that all saw nothing.
+TEST(ScoreModifiers, SinkWithNoVisibleKeyGivesZeros) {
+  for (const char *name :
+       {"t_mod_sinks_f32_causal_padding", "t_mod_all_bf16_causal_padding"}) {
+    const mhagen_kernel *k = kernel(name);
+    ASSERT_NE(k, nullptr) << name;
+    SKIP_UNLESS_USABLE(k);
+    for (ProblemSize size : {ProblemSize{3, 1, 4000}, ProblemSize{2, 3, 777},
+                             ProblemSize{2, 70, 90}}) {
+      ProblemOptions po;
+      po.kvLen = 0;
+      Problem p(specOf(k), size, po);
+      mhagen_call_args a = p.args();
+      ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+      for (float x : p.output())
+        ASSERT_EQ(x, 0.0f) << name << " T_q " << size.Tq; // not NaN
+    }
+  }
+}
+
+// Huge logits under a cap: scores saturate at +-C, so the outputs are those
+// of a softmax over at most 2C and stay finite and accurate; with ALiBi
+// and sinks beside it the bias and the sink still count.
+TEST(ScoreModifiers, SoftcapBoundsHugeLogits) {
+  for (const char *name : {"t_mod_softcap_f32_none", "t_mod_all_f32_window",
+                           "t_mod_all_f32_causal_padding"}) {
+    const mhagen_kernel *k = kernel(name);
+    ASSERT_NE(k, nullptr) << name;
+    SKIP_UNLESS_USABLE(k);
+    AttentionSpec s = specOf(k);
+    for (ProblemSize size : {ProblemSize{2, 70, 70}, ProblemSize{2, 1, 3001}}) {
+      ProblemOptions po;
+      po.logitMagnitude = 1e4;
+      Problem p(s, size, po);
+      mhagen_call_args a = p.args();
+      ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+      std::vector<float> got = p.output();
+      for (float x : got)
+        ASSERT_TRUE(std::isfinite(x)) << name;
+      Tolerance tol = toleranceFor(s);
+      Comparison c = compareToReference(got, p.reference({}), tol);
+      EXPECT_TRUE(c.ok()) << name << " T_q " << size.Tq << ": max |err| "
+                          << c.maxAbsErr << " tolerance " << tol.atol;
+    }
+  }
+}
+
 // The decode variant with its key axis split into many chunks
 // (test/numeric/CMakeLists.txt, group "decode"): chunks that see no key
 // must add nothing to the merge, and a chunk holding the huge logits must

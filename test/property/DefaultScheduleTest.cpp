@@ -35,8 +35,8 @@ std::vector<int64_t> divisorsOf(int64_t n) {
 }
 
 /// A random spec with h, kv and group sizes 1..64 (primes included), dk and
-/// dv 1..512, every mask, dtype, op, target and backend. It may be invalid
-/// (validation decides).
+/// dv 1..512, every mask, dtype, op, target, backend and score modifier.
+/// It may be invalid (validation decides).
 AttentionSpec randomSpec(std::mt19937 &rng) {
   auto pick = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
@@ -93,6 +93,11 @@ AttentionSpec randomSpec(std::mt19937 &rng) {
   if (s.target.kind == TargetKind::Cuda)
     s.target.cudaCapability = pick(0, 1) ? 86 : 80;
   s.backend = pick(0, 1) ? Backend::Halide : Backend::Mlir;
+  // Score modifiers, each in about a third of the specs.
+  if (pick(0, 2) == 0)
+    s.softcap = static_cast<double>(pick(1, 100));
+  s.alibi = static_cast<AlibiSlopes>(pick(0, 5) % 3);
+  s.sinks = pick(0, 2) == 0;
   return s;
 }
 

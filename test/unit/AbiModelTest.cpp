@@ -65,6 +65,17 @@ TEST(AbiModel, PresenceFollowsTheSpec) {
   layer.bias = false;
   layer.padding = false;
   EXPECT_EQ(names(layer), "x w_q w_k w_v w_o out");
+  // Score modifiers given per call: one f32 per query head, both ops.
+  layer.sinks = true;
+  EXPECT_EQ(names(layer), "x w_q w_k w_v w_o sinks out");
+  sdpa.alibiSlopes = true;
+  EXPECT_EQ(names(sdpa), "q k v kv_lens alibi_slopes out");
+  for (const abi::TensorModel *t : abi::tensors(sdpa))
+    if (std::string(t->name) == "alibi_slopes") {
+      EXPECT_EQ(abi::dimsText(*t), "[h]");
+      EXPECT_EQ(abi::scalarOf(*t, sdpa), abi::Scalar::F32);
+      EXPECT_EQ(abi::denseInnerElements(*t, sdpa, 0), 4);
+    }
 }
 
 TEST(AbiModel, SizesAndText) {

@@ -2,6 +2,7 @@
 // own tests are worked by hand.
 #include "mhagen/reference/Reference.h"
 #include "mhagen/reference/Numerics.h"
+#include "mhagen/spec/ScoreModifiers.h"
 #include "mhagen/spec/SpecParser.h"
 
 #include <gtest/gtest.h>
@@ -273,4 +274,58 @@ TEST(Numerics, Bf16AndF16RoundToNearestEven) {
   EXPECT_EQ(f16ToFloat(0x0001), 5.9604645e-8f);    // smallest subnormal
   EXPECT_EQ(roundToF16(1.0f + 1.0f / 2048), 1.0f); // tie to even
   EXPECT_EQ(roundToF16(-2.5f), -2.5f);
+}
+
+TEST(Reference, ScoreModifiersByHand) {
+  // One head, dk = 2, scale 1, two keys: q = [1, 0], k0 = [2, 0], k1 = 0:
+  // raw scores [2, 0] at positions 0 and 1 (the query sits at 1).
+  std::vector<float> q = {1, 0}, k = {2, 0, 0, 0}, v = {1, 0, 0, 1};
+  ref::SdpaArgs a;
+  a.Tq = 1;
+  a.Tkv = 2;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  auto p0Of = [](double s0, double s1) {
+    return std::exp(s0) / (std::exp(s0) + std::exp(s1));
+  };
+  // softcap 1: scores tanh(2), tanh(0) = 0.
+  auto out = ref::sdpa<double>(
+      spec("op = sdpa; d = 2; h = 1; dk = 2; scale = 1; softcap = 1"), a);
+  EXPECT_NEAR(out[0], p0Of(std::tanh(2.0), 0), 1e-12);
+  // ALiBi with slope 0.5 (runtime): key 0 is 1 behind: 2 - 0.5, key 1: 0.
+  const float slope = 0.5f;
+  a.modifiers.alibiSlopes = &slope;
+  out = ref::sdpa<double>(
+      spec("op = sdpa; d = 2; h = 1; dk = 2; scale = 1; alibi = runtime"), a);
+  EXPECT_NEAR(out[0], p0Of(1.5, 0), 1e-12);
+  // A sink of logit 1 takes e^1 of the denominator and outputs nothing.
+  const float sink = 1.0f;
+  a.modifiers.sinks = &sink;
+  out = ref::sdpa<double>(
+      spec("op = sdpa; d = 2; h = 1; dk = 2; scale = 1; sinks = learned"), a);
+  const double den = std::exp(2.0) + std::exp(0.0) + std::exp(1.0);
+  EXPECT_NEAR(out[0], std::exp(2.0) / den, 1e-12);
+  EXPECT_NEAR(out[1], std::exp(0.0) / den, 1e-12);
+  // A modifier the spec names but the call lacks is an error, not a guess.
+  a.modifiers = {};
+  EXPECT_THROW(ref::sdpa<double>(spec("op = sdpa; d = 2; h = 1; dk = 2; "
+                                      "sinks = learned"),
+                                 a),
+               std::invalid_argument);
+}
+
+TEST(Reference, StandardAlibiSlopes) {
+  // Power of two: 2^(-8 (k+1) / n).
+  std::vector<double> s8 = standardAlibiSlopes(8);
+  ASSERT_EQ(s8.size(), 8u);
+  for (int k = 0; k < 8; ++k)
+    EXPECT_DOUBLE_EQ(s8[k], std::exp2(-(k + 1.0)));
+  // 12 heads (BLOOM's get_slopes): the 8 of n = 8, then 2^-0.5, 2^-1.5,
+  // 2^-2.5, 2^-3.5.
+  std::vector<double> s12 = standardAlibiSlopes(12);
+  ASSERT_EQ(s12.size(), 12u);
+  EXPECT_DOUBLE_EQ(s12[7], std::exp2(-8.0));
+  EXPECT_DOUBLE_EQ(s12[8], std::exp2(-0.5));
+  EXPECT_DOUBLE_EQ(s12[11], std::exp2(-3.5));
 }

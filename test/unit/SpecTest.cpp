@@ -286,3 +286,49 @@ TEST(Spec, Targets) {
   EXPECT_TRUE(t.isCpu());
   EXPECT_FALSE(parseTarget("avx512fp16", t));
 }
+
+TEST(Spec, ScoreModifiersRoundTripAndKeepOldKeys) {
+  AttentionSpec s = one("spec a { op = sdpa; d = 2304; h = 8; kv = 4; "
+                        "dk = 256; softcap = 50; alibi = true; "
+                        "sinks = learned }");
+  ASSERT_TRUE(s.softcap.has_value());
+  EXPECT_EQ(*s.softcap, 50.0);
+  EXPECT_EQ(s.alibi, AlibiSlopes::Standard);
+  EXPECT_TRUE(s.sinks);
+  EXPECT_TRUE(s.hasScoreModifier());
+  EXPECT_EQ(s.derivedName(),
+            "mha_sdpa_d2304_h8_kv4_dk256_none_f32_cap50_alibi_sinks");
+  EXPECT_EQ(one(s.canonical()), s) << s.canonical();
+  AttentionSpec frac =
+      one("spec a { d = 64; h = 4; softcap = 30.5; alibi = runtime }");
+  EXPECT_EQ(frac.alibi, AlibiSlopes::Runtime);
+  EXPECT_EQ(frac.derivedName(), "mha_d64_h4_kv4_dk16_none_f32_cap30p5_alibirt");
+  EXPECT_EQ(one(frac.canonical()), frac) << frac.canonical();
+  // Unset modifiers leave the semantic key (and the tuning records keyed by
+  // its hash) as they were; each one set changes it.
+  AttentionSpec plain = one("spec a { d = 64; h = 4 }");
+  EXPECT_EQ(plain.semanticKey().find("softcap"), std::string::npos);
+  EXPECT_EQ(plain.semanticKey().find("alibi"), std::string::npos);
+  EXPECT_EQ(plain.semanticKey().find("sinks"), std::string::npos);
+  EXPECT_NE(one("spec a { d = 64; h = 4; sinks = learned }").hash(),
+            plain.hash());
+  EXPECT_EQ(one("spec a { d = 64; h = 4; alibi = false; sinks = none; "
+                "softcap = none }"),
+            plain);
+}
+
+TEST(SpecErrors, ScoreModifierRules) {
+  SpecDiagnostic d = firstError("spec a { d = 64; h = 4; softcap = 0 }");
+  EXPECT_EQ(d.field, "softcap");
+  EXPECT_EQ(d.value, "0");
+  EXPECT_NE(d.rule.find("finite number > 0"), std::string::npos);
+  d = firstError("spec a { d = 64; h = 4; softcap = big }");
+  EXPECT_EQ(d.field, "softcap");
+  EXPECT_NE(d.rule.find("C tanh(s / C)"), std::string::npos);
+  d = firstError("spec a { d = 64; h = 4; alibi = yes }");
+  EXPECT_EQ(d.field, "alibi");
+  EXPECT_NE(d.rule.find("runtime"), std::string::npos);
+  d = firstError("spec a { d = 64; h = 4; sinks = 4 }");
+  EXPECT_EQ(d.field, "sinks");
+  EXPECT_NE(d.rule.find("learned"), std::string::npos);
+}

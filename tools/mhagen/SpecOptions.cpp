@@ -26,6 +26,9 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
        "K/V storage: f32 | bf16 | f16 | i8 (default: dtype; i8 takes "
        "per-token scales; op = sdpa)"},
       {"--scale", "scale", "score scale (default 1/sqrt(dk))"},
+      {"--softcap", "softcap", "cap scores at C: C tanh(s / C) (Gemma 2)"},
+      {"--sinks", "sinks",
+       "learned: one f32 sink logit per head at call time (gpt-oss)"},
       {"--op", "op", "layer (projections + attention, default) | sdpa"},
       {"--target", "target",
        "host (default) | avx2 | avx512 | avx512_bf16 | cuda[_smXX] | opencl"},
@@ -43,13 +46,18 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
   }
   biasOpt_ = app.add_flag("--bias", bias_, "projection biases (op = layer)")
                  ->group("Spec");
+  // --alibi: the standard slopes; --alibi=runtime: slopes at call time.
+  alibiOpt_ = app.add_flag("--alibi{true}", alibi_,
+                           "ALiBi biases: the standard slopes for h heads, "
+                           "or --alibi=runtime (alibi_slopes [h] per call)")
+                  ->group("Spec");
   if (allowFiles)
     app.add_option("specs", files_, "spec files (*.mha)")
         ->check(CLI::ExistingFile);
 }
 
 bool SpecOptions::anyGiven() const {
-  if (!files_.empty() || biasOpt_->count() > 0)
+  if (!files_.empty() || biasOpt_->count() > 0 || alibiOpt_->count() > 0)
     return true;
   for (const Flag &f : flags_)
     if (f.opt->count() > 0)
@@ -70,6 +78,8 @@ std::vector<AttentionSpec> SpecOptions::build() const {
     if (biasOpt_->count() > 0)
       raw.fields["bias"] =
           RawField{bias_ ? "true" : "false", SourceLoc{"<command line>", 0, 0}};
+    if (alibiOpt_->count() > 0)
+      raw.fields["alibi"] = RawField{alibi_, SourceLoc{"<command line>", 0, 0}};
   };
 
   std::vector<AttentionSpec> specs;

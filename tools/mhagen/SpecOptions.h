@@ -38,6 +38,8 @@ private:
   std::vector<Flag> flags_;
   bool bias_ = false;
   CLI::Option *biasOpt_ = nullptr;
+  std::string alibi_;
+  CLI::Option *alibiOpt_ = nullptr;
   std::vector<std::string> files_;
 };
 

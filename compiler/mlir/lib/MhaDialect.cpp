@@ -118,5 +118,20 @@ LogicalResult AttentionOp::verify() {
     if (!compatible(lt.getDimSize(0), q.getDimSize(0)))
       return emitOpError() << "kv_lens needs one length per batch";
   }
+  // Per-head modifiers: one f32 per query head.
+  for (auto [name, t] :
+       {std::pair<const char *, Value>{"sinks", getSinks()},
+        std::pair<const char *, Value>{"slopes", getSlopes()}}) {
+    if (!t)
+      continue;
+    auto tt = cast<RankedTensorType>(t.getType());
+    if (tt.getRank() != 1 || !tt.getElementType().isF32() ||
+        tt.getDimSize(0) != getNumHeads())
+      return emitOpError() << name << " must be a tensor<" << getNumHeads()
+                           << "xf32> (one per query head), got " << tt;
+  }
+  if (std::optional<APFloat> cap = getSoftcap())
+    if (!(cap->convertToFloat() > 0.0f) || !cap->isFinite())
+      return emitOpError() << "softcap must be a finite number > 0";
   return success();
 }

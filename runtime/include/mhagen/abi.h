@@ -21,6 +21,8 @@
  *   b_v      [kv*dv]           value bias (layer, bias)
  *   b_o      [d]               output bias (layer, bias)
  *   kv_lens  [B]               int32 key length per batch (padding)
+ *   sinks    [h]               learned sink logit per head (sinks learned)
+ *   alibi_slopes [h]           ALiBi slope per head (alibi runtime)
  *   out      [B, Tq, h, dv]    attention output (sdpa, output, strided)
  *   out      [B, Tq, d]        layer output (layer, output, strided)
  * For op = layer, Tq is its token count T (it attends over its own tokens).
@@ -38,8 +40,9 @@ extern "C" {
 #endif
 
 /** Bumped whenever mhagen_call_args or mhagen_kernel_desc change.
- * 2: k_scale/v_scale (kv_dtype = i8). */
-#define MHAGEN_ABI_VERSION 2
+ * 2: k_scale/v_scale (kv_dtype = i8).
+ * 3: sinks, alibi_slopes (score modifiers). */
+#define MHAGEN_ABI_VERSION 3
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
  * mhagen_last_error() holds the message. */
@@ -91,6 +94,12 @@ typedef struct mhagen_call_args {
   const float *k_scale, *v_scale;
   int64_t k_scale_token_stride, v_scale_token_stride; /* 0 = dense */
   int64_t k_scale_batch_stride, v_scale_batch_stride; /* 0 = dense */
+
+  /* score modifiers (docs/design.md §2): sinks = learned: one logit per
+   * query head in every row's softmax denominator; alibi = runtime: one
+   * ALiBi slope per query head. */
+  const float *sinks;
+  const float *alibi_slopes;
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

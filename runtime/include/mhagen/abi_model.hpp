@@ -30,10 +30,12 @@ enum class Scalar { F32, BF16, F16, I8, I32 };
 struct AbiShape {
   bool layer = false; ///< op = layer (else sdpa)
   int64_t d = 0, h = 0, n_kv = 0, d_k = 0, d_v = 0;
-  bool bias = false;    ///< op = layer with projection biases
-  bool padding = false; ///< mask has a padding term
+  bool bias = false;         ///< op = layer with projection biases
+  bool padding = false;      ///< mask has a padding term
   Scalar data = Scalar::F32; ///< the spec's dtype
   Scalar kv = Scalar::F32;   ///< the spec's kv_dtype (K and V)
+  bool sinks = false;        ///< sinks = learned
+  bool alibiSlopes = false;  ///< alibi = runtime
 };
 
 /// A size symbol. Batch and the token counts come from the call; the
@@ -54,11 +56,13 @@ enum class Elem {
 
 /// When a tensor is part of a kernel's ABI.
 enum class Presence {
-  Sdpa,      ///< op = sdpa
-  Layer,     ///< op = layer
-  LayerBias, ///< op = layer with bias = true
-  Padding,   ///< any op whose mask has a padding term
-  KvScales,  ///< op = sdpa with kv_dtype = i8
+  Sdpa,        ///< op = sdpa
+  Layer,       ///< op = layer
+  LayerBias,   ///< op = layer with bias = true
+  Padding,     ///< any op whose mask has a padding term
+  KvScales,    ///< op = sdpa with kv_dtype = i8
+  Sinks,       ///< any op with sinks = learned
+  AlibiSlopes, ///< any op with alibi = runtime
 };
 
 /// How the runtime checks a tensor's contents (beyond size and pointer).

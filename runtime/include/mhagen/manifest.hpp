@@ -28,6 +28,10 @@ struct ManifestSpec {
                         ///< empty is read as dtype
   bool bias = false;
   double scale = 0;
+  /// Score modifiers (docs/design.md §2); absent from older manifests.
+  double softcap = 0;          ///< 0: none
+  std::string alibi = "false"; ///< "false" | "true" (standard) | "runtime"
+  bool sinks = false;          ///< sinks = learned (a `sinks` argument)
   int64_t T = 0, T_kv = 0, B = 0;
 };
 

@@ -28,3 +28,17 @@ func.func @softmax_exp(%x: vector<16xf32>, %y: f32) -> (vector<16xf32>, f32) {
   %b = math.exp %y : f32
   return %a, %b : vector<16xf32>, f32
 }
+
+// The softcap's tanh (score modifiers) takes the same route: a clamp to
+// +-7.99881, a rational function in FMAs, no libm call.
+// CHECK-LABEL: func.func @softcap_tanh
+// CHECK-NOT: math.tanh
+// CHECK: arith.constant dense<7.99881172> : vector<16xf32>
+// CHECK: math.fma %{{.*}} : vector<16xf32>
+// CHECK: arith.divf %{{.*}} : vector<16xf32>
+// CHECK-NOT: math.tanh
+// CHECK: return
+func.func @softcap_tanh(%x: vector<16xf32>) -> vector<16xf32> {
+  %t = math.tanh %x : vector<16xf32>
+  return %t : vector<16xf32>
+}

@@ -261,3 +261,34 @@ func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x
          -> tensor<?x?x4x64xf32>
   return %r : tensor<?x?x4x64xf32>
 }
+
+// -----
+func.func @sinks_per_kv_head(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
+                             %v: tensor<?x?x2x64xf32>, %sinks: tensor<2xf32>,
+                             %o: tensor<?x?x8x64xf32>) -> tensor<?x?x8x64xf32> {
+  // expected-error @+1 {{sinks must be a tensor<8xf32> (one per query head), got 'tensor<2xf32>'}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x8x64xf32>,
+                         tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         sinks(%sinks : tensor<2xf32>)
+         outs(%o : tensor<?x?x8x64xf32>)
+         {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = false, window = 0, padding = false>}
+         -> tensor<?x?x8x64xf32>
+  return %r : tensor<?x?x8x64xf32>
+}
+
+// -----
+
+func.func @negative_cap(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
+                        %v: tensor<?x?x2x64xf32>, %o: tensor<?x?x8x64xf32>)
+    -> tensor<?x?x8x64xf32> {
+  // expected-error @+1 {{softcap must be a finite number > 0}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x8x64xf32>,
+                         tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         outs(%o : tensor<?x?x8x64xf32>)
+         {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = false, window = 0, padding = false>,
+          softcap = -1.0 : f32}
+         -> tensor<?x?x8x64xf32>
+  return %r : tensor<?x?x8x64xf32>
+}

@@ -18,6 +18,7 @@
 #include "mhagen/backend/AbiWrapper.h"
 #include "mhagen/mlir/MhaDialect.h"
 #include "mhagen/spec/BackendResult.h"
+#include "mhagen/spec/ScoreModifiers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -71,7 +72,11 @@ abiParams(OpBuilder &b, const AttentionSpec &s) {
       else
         dims.push_back(abi::staticExtent(d, shape));
     }
-    const Type elem = t->elem == abi::Elem::Int32 ? Type(b.getI32Type()) : et;
+    // The element type the model gives (I8 K/V never reaches this
+    // backend: the spec refuses kv_dtype for it).
+    const Type elem = t->elem == abi::Elem::Int32 ? Type(b.getI32Type())
+                      : t->elem == abi::Elem::F32 ? Type(b.getF32Type())
+                                                  : et;
     MemRefType type = MemRefType::get(dims, elem);
     if (t->tokenStrideField) {
       SmallVector<int64_t> strides = {kDyn, kDyn};
@@ -112,15 +117,42 @@ RankedTensorType tensorOf(Value memref) {
   return RankedTensorType::get(m.getShape(), m.getElementType());
 }
 
+// The per-head score-modifier operands: the call's sinks, and the ALiBi
+// slopes from the call (alibi = runtime) or compiled in (alibi = true).
+struct ModifierOperands {
+  Value sinks, slopes;
+};
+
+ModifierOperands modifierOperands(OpBuilder &b, Location loc,
+                                  const AttentionSpec &s,
+                                  std::map<std::string, Value> &a) {
+  ModifierOperands m;
+  if (s.sinks)
+    m.sinks = toTensor(b, loc, a["sinks"], false);
+  if (s.alibi == AlibiSlopes::Runtime) {
+    m.slopes = toTensor(b, loc, a["alibi_slopes"], false);
+  } else if (s.alibi == AlibiSlopes::Standard) {
+    SmallVector<float> values;
+    for (double x : standardAlibiSlopes(s.h))
+      values.push_back(static_cast<float>(x));
+    auto type = RankedTensorType::get({s.h}, b.getF32Type());
+    m.slopes = b.create<arith::ConstantOp>(
+        loc, DenseElementsAttr::get(type, ArrayRef<float>(values)));
+  }
+  return m;
+}
+
 Value attention(OpBuilder &b, Location loc, const AttentionSpec &s,
                 Type resultType, Value q, Value k, Value v, Value lens,
-                Value init) {
+                const ModifierOperands &mods, Value init) {
   const MaskSpec &m = s.mask;
   return b.create<mha::AttentionOp>(
-      loc, resultType, q, k, v, lens, init, b.getI64IntegerAttr(s.h),
-      b.getI64IntegerAttr(s.n_kv),
+      loc, resultType, q, k, v, lens, mods.sinks, mods.slopes, init,
+      b.getI64IntegerAttr(s.h), b.getI64IntegerAttr(s.n_kv),
       b.getF32FloatAttr(static_cast<float>(s.effectiveScale())),
-      mha::MaskAttr::get(b.getContext(), m.causal, m.window, m.padding));
+      mha::MaskAttr::get(b.getContext(), m.causal, m.window, m.padding),
+      s.softcap ? b.getF32FloatAttr(static_cast<float>(*s.softcap))
+                : FloatAttr());
 }
 
 void storeResult(OpBuilder &b, Location loc, Value result, Value out) {
@@ -136,7 +168,8 @@ void sdpaBody(OpBuilder &b, Location loc, const AttentionSpec &s,
   Value vt = toTensor(b, loc, a["v"], false);
   Value lens = s.mask.padding ? toTensor(b, loc, a["kv_lens"], false) : Value();
   Value init = toTensor(b, loc, a["out"], true);
-  Value o = attention(b, loc, s, init.getType(), qt, kt, vt, lens, init);
+  Value o = attention(b, loc, s, init.getType(), qt, kt, vt, lens,
+                      modifierOperands(b, loc, s, a), init);
   storeResult(b, loc, o, a["out"]);
 }
 
@@ -162,6 +195,7 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
       t[n] = toTensor(b, loc, a[n], false);
   Value init = toTensor(b, loc, a["out"], true);
   auto ot = cast<RankedTensorType>(init.getType());
+  const ModifierOperands mods = modifierOperands(b, loc, s, a);
   // The token count as a slice size: static when the spec fixes it.
   const OpFoldResult tSize =
       s.T ? OpFoldResult(b.getIndexAttr(*s.T)) : OpFoldResult(Tv);
@@ -236,7 +270,7 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
               ArrayRef<OpFoldResult>{lb.getIndexAttr(1)});
         auto at = RankedTensorType::get({1, T, s.h, s.d_v}, f32);
         Value ae = lb.create<tensor::EmptyOp>(l, at, tDyn);
-        Value att = attention(lb, l, s, at, q, k, v, lb1, ae);
+        Value att = attention(lb, l, s, at, q, k, v, lb1, mods, ae);
         // Merge heads, output projection (+ bias), back to the element type.
         Value merged = lb.create<tensor::CollapseShapeOp>(
             l, rows(hdv, f32), att,

@@ -5,10 +5,12 @@
 //   scf.forall (b, head, qt) in (B, h, ceil(Tq / QT)):
 //     Q tile [QT x dk] (padded, scaled, f32)
 //     acc = 0 [QT x dv], m = lowest [QT], l = 0 [QT]
+//       (with sinks: m = sink[head], l = 1: the sink is a key of value 0)
 //     scf.for kt in [lo, hi)            -- the key tiles the mask does not
 //                                         hide; lo/hi depend on qt and b
 //       K^T tile [dk x KT], V tile [KT x dv] of K/V head g = head/(h/kv)
-//       S  = Q K^T, hidden keys -> lowest   (masks as index arithmetic)
+//       S  = Q K^T; softcap, ALiBi (if the op has them)
+//       S  = hidden keys -> lowest          (masks as index arithmetic)
 //       m' = max(m, rowmax S);  P = exp(S - m') (0 where hidden)
 //       a  = exp(m - m');  l = l a + rowsum P;  acc = acc a + P V;  m = m'
 //       (acc is rescaled in place and P V accumulated into it)
@@ -89,6 +91,9 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     const bool causal = mask.getCausal() || mask.getWindow() > 0;
     const int64_t window = mask.getWindow();
     const float scale = op.getScale().convertToFloat();
+    std::optional<float> softcap;
+    if (std::optional<APFloat> c = op.getSoftcap())
+      softcap = c->convertToFloat();
 
     Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
     Value lens = op.getKvLens();
@@ -193,9 +198,24 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     }
     hi = im.max(hi, lo);
 
+    // Score modifiers of this head (docs/design.md §2): its ALiBi slope,
+    // and its learned sink, which starts the state as a key of value 0
+    // that every row sees (m = sink, l = 1) -- a row with no visible key
+    // then still outputs 0.
+    Value slope;
+    if (Value slopes = op.getSlopes())
+      slope = rw.create<tensor::ExtractOp>(loc, slopes, ValueRange{hIv});
     Value acc0 = zeros({QT, dv});
-    Value m0 = filled({QT}, kLowestScore);
-    Value l0 = zeros({QT});
+    Value m0, l0;
+    if (Value sinks = op.getSinks()) {
+      Value sink = rw.create<tensor::ExtractOp>(loc, sinks, ValueRange{hIv});
+      Value empty = rw.create<tensor::EmptyOp>(loc, ArrayRef<int64_t>{QT}, f32);
+      m0 = rw.create<linalg::FillOp>(loc, sink, empty).getResult(0);
+      l0 = filled({QT}, 1.0f);
+    } else {
+      m0 = filled({QT}, kLowestScore);
+      l0 = zeros({QT});
+    }
 
     auto loop = rw.create<scf::ForOp>(
         loc, lo, hi, im.c(1), ValueRange{acc0, m0, l0},
@@ -239,6 +259,22 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
                           l, TypeRange{RankedTensorType::get({QT, KT}, f32)},
                           ValueRange{qTile, kT}, ValueRange{zeros({QT, KT})})
                         .getResult(0);
+          // The score modifiers, then the mask.
+          if (softcap)
+            s = capScores(rw, l, s, *softcap);
+          if (slope) {
+            // s += slope * (key - pos(i)): the ALiBi distance.
+            auto distance = [&](OpBuilder &g, Location gl) -> Value {
+              IndexMath gm{g, gl};
+              Value key = gm.add(k0, g.create<linalg::IndexOp>(gl, 1));
+              Value pos =
+                  gm.add(gm.add(q0, g.create<linalg::IndexOp>(gl, 0)), offset);
+              Value d = g.create<arith::IndexCastOp>(gl, g.getI32Type(),
+                                                     gm.sub(key, pos));
+              return g.create<arith::SIToFPOp>(gl, g.getF32Type(), d);
+            };
+            s = addAlibiBias(rw, l, s, slope, distance);
+          }
           Value sm = maskScores(rw, l, s, visible);
           // The online softmax step (OnlineSoftmax.h).
           Value tm =

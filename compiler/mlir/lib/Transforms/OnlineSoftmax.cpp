@@ -61,6 +61,27 @@ Value identityTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
   return b.create<linalg::FillOp>(loc, identity, empty).getResult(0);
 }
 
+Value capScores(OpBuilder &b, Location loc, Value s, float cap) {
+  return generic(b, loc, s, ValueRange{}, {id2(b)}, 2, 0,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   Value t = g.create<math::TanhOp>(
+                       gl, g.create<arith::MulFOp>(
+                               gl, args[0], f32Constant(g, gl, 1.0f / cap)));
+                   return g.create<arith::MulFOp>(gl, t,
+                                                  f32Constant(g, gl, cap));
+                 });
+}
+
+Value addAlibiBias(OpBuilder &b, Location loc, Value s, Value slope,
+                   const ElementFn &distance) {
+  return generic(b, loc, s, ValueRange{}, {id2(b)}, 2, 0,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   return g.create<arith::AddFOp>(
+                       gl, args[0],
+                       g.create<arith::MulFOp>(gl, slope, distance(g, gl)));
+                 });
+}
+
 Value maskScores(OpBuilder &b, Location loc, Value s,
                  const VisibleFn &visible) {
   Value lowest = f32Constant(b, loc, kLowestScore);

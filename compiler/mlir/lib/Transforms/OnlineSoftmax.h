@@ -28,6 +28,17 @@ mlir::Value identityTensor(mlir::OpBuilder &b, mlir::Location loc,
                            llvm::ArrayRef<int64_t> shape,
                            mlir::arith::AtomicRMWKind kind);
 
+/// A linalg body builder of one f32 per (row i, key j) of a tile.
+using ElementFn = std::function<mlir::Value(mlir::OpBuilder &, mlir::Location)>;
+
+/// softcap: s = cap * tanh(s / cap), in place of S (math.tanh, which
+/// mha-polynomial-exp expands).
+mlir::Value capScores(mlir::OpBuilder &b, mlir::Location loc, mlir::Value s,
+                      float cap);
+/// ALiBi: s += slope * distance(i, j), in place of S (`slope` an f32
+/// scalar: this head's).
+mlir::Value addAlibiBias(mlir::OpBuilder &b, mlir::Location loc, mlir::Value s,
+                         mlir::Value slope, const ElementFn &distance);
 /// Scores of hidden keys -> kLowestScore.
 mlir::Value maskScores(mlir::OpBuilder &b, mlir::Location loc, mlir::Value s,
                        const VisibleFn &visible);

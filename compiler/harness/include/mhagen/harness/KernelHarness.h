@@ -7,6 +7,7 @@
 
 #include "mhagen/abi.h"
 #include "mhagen/abi_model.hpp"
+#include "mhagen/reference/Reference.h"
 #include "mhagen/reference/Tolerance.h"
 #include "mhagen/spec/AttentionSpec.h"
 
@@ -83,6 +84,8 @@ private:
   /// The f32 values of an input tensor of the ABI model, by name (nullptr
   /// if this problem's kernel has no such tensor).
   const float *input(const char *name) const;
+  /// The call-time score modifiers (sinks, ALiBi slopes) for the reference.
+  ref::ModifierArgs modifierArgs() const;
   Comparison compare(const std::vector<int64_t> &rows, bool exactKv) const;
 
   AttentionSpec spec_;

@@ -5,7 +5,7 @@
 include "mhagen/mlir/MhaDialect.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Mha_AttentionOp : Mha_Op<"attention", [Pure]> {
+def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "Scaled dot-product attention with GQA and masks";
   let description = [{
     `result = softmax(mask(Q K^T * scale)) V` per query head, with query
@@ -14,6 +14,12 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure]> {
     value [B, Tkv, kv, dv], init and result [B, Tq, h, dv]. A row with no
     visible key is zero. `kv_lens` (tensor of i32, one per batch) is
     present exactly when the mask has padding.
+
+    Score modifiers (docs/design.md §2), applied to s = scale * q.k before
+    the mask: `softcap` C (s = C tanh(s / C)), then ALiBi when `slopes`
+    (tensor<h x f32>) is given (s += slopes[head] * (j - pos(i))). `sinks`
+    (tensor<h x f32>): a logit per head that joins every row's softmax
+    denominator as a key of value 0.
 
     ```mlir
     %o = mha.attention ins(%q, %k, %v : tensor<?x?x32x128xf32>,
@@ -28,13 +34,18 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure]> {
   let arguments = (ins AnyRankedTensor:$query, AnyRankedTensor:$key,
                        AnyRankedTensor:$value,
                        Optional<AnyRankedTensor>:$kv_lens,
+                       Optional<AnyRankedTensor>:$sinks,
+                       Optional<AnyRankedTensor>:$slopes,
                        AnyRankedTensor:$init,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
-                       F32Attr:$scale, Mha_MaskAttr:$mask);
+                       F32Attr:$scale, Mha_MaskAttr:$mask,
+                       OptionalAttr<F32Attr>:$softcap);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
     type($value) `)` (`kv_lens` `(` $kv_lens^ `:` type($kv_lens) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`slopes` `(` $slopes^ `:` type($slopes) `)`)?
     `outs` `(` $init `:` type($init) `)` attr-dict `->` type($result)
   }];
   let hasVerifier = 1;

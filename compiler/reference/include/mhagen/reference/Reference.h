@@ -41,10 +41,26 @@ template <typename Acc>
 std::vector<Acc> project(const float *x, int64_t rows, int64_t in,
                          const float *w, int64_t out, const float *bias);
 
+/// The call-time values of the score modifiers (docs/design.md §2).
+struct ModifierArgs {
+  const float *sinks = nullptr;       ///< [h]; required with sinks = learned
+  const float *alibiSlopes = nullptr; ///< [h]; required with alibi = runtime
+};
+
+/// Softmax of one row with the spec's learned sink (a key with score
+/// `sink` and value 0) in the denominator: the visible entries'
+/// probabilities, which then sum to less than 1. Without a sink it is
+/// softmax().
+template <typename Acc>
+std::vector<Acc> softmaxWithSink(const std::vector<Acc> &scores,
+                                 const std::vector<bool> &visible,
+                                 const Acc *sink);
+
 struct SdpaArgs {
   int64_t B = 1, Tq = 1, Tkv = 1;
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   const int32_t *kvLens = nullptr; ///< required when the mask has padding
+  ModifierArgs modifiers;
   /// Compute only these query tokens (others are left 0); null = all.
   const std::vector<int64_t> *rows = nullptr;
 };
@@ -59,6 +75,7 @@ struct LayerArgs {
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
   const int32_t *kvLens = nullptr;
+  ModifierArgs modifiers;
   /// Compute only these tokens' outputs (others are left 0); null = all.
   const std::vector<int64_t> *rows = nullptr;
 };

@@ -44,6 +44,20 @@ inline Tolerance toleranceFor(DType t, Op op) {
   return tol;
 }
 
+/// The tolerance of a kernel of this spec: its dtype's and op's, plus the
+/// error its score modifiers add. softcap C: both backends evaluate tanh
+/// with the same rational approximation, at most 3.3e-7 from tanh over
+/// all of f32 (measured against std::tanh), so a capped score moves by
+/// C * 3.3e-7 and an output (|v - o| <= 2) by twice that. ALiBi adds one
+/// f32 rounding of slope * distance, under 1e-6 for every key within 16
+/// of the row's max score (the ones with weight); sinks add none.
+inline Tolerance toleranceFor(const AttentionSpec &s) {
+  Tolerance tol = toleranceFor(s.dtype, s.op);
+  if (s.softcap)
+    tol.atol += 2.0 * *s.softcap * 3.3e-7;
+  return tol;
+}
+
 /// With scores of magnitude |logit| the kernel's own f32 dot products carry
 /// an absolute error of about |logit| * sqrt(dk) * 2^-24 before the exp,
 /// and outputs (convex combinations of V, |V| <= 1) inherit it. The

@@ -64,6 +64,11 @@ struct MaskSpec {
   }
 };
 
+/// Where the ALiBi slopes come from (the `alibi` field; docs/design.md §2,
+/// "Score modifiers"): none, the standard geometric slopes for h heads
+/// compiled in, or one f32 slope per head passed at call time.
+enum class AlibiSlopes { None, Standard, Runtime };
+
 struct AttentionSpec {
   std::string name;  ///< user label; empty means "use derivedName()"
   Op op = Op::Layer; ///< the full layer unless the spec says sdpa
@@ -79,7 +84,14 @@ struct AttentionSpec {
   std::optional<KvType> kv_dtype;
   bool bias = false;           ///< projection biases (op = layer only)
   std::optional<double> scale; ///< unset: 1/sqrt(d_k)
-  Target target;               ///< where it runs
+  /// Score modifiers, applied in this order to s = scale * q.k inside the
+  /// online softmax (docs/design.md §2): softcap C: s = C tanh(s / C);
+  /// ALiBi: s += slope_h * (j - pos(i)); sinks: one learned logit per
+  /// head joins each row's softmax denominator (a key with value 0).
+  std::optional<double> softcap; ///< unset: no cap; else C > 0
+  AlibiSlopes alibi = AlibiSlopes::None;
+  bool sinks = false; ///< `sinks = learned`: sinks [h] f32 at call time
+  Target target;      ///< where it runs
   Backend backend = Backend::Halide;
   std::optional<int64_t> T;    ///< static query length
   std::optional<int64_t> T_kv; ///< static key/value length
@@ -94,6 +106,10 @@ struct AttentionSpec {
   /// reads per cached token), int8 row scales included.
   int64_t kvBytesPerToken() const;
   int64_t groupSize() const { return h / n_kv; }
+  /// Any score modifier (softcap, ALiBi or sinks) is set.
+  bool hasScoreModifier() const {
+    return softcap.has_value() || alibi != AlibiSlopes::None || sinks;
+  }
 
   /// The whole spec as a `spec NAME { ... }` block in the spec language,
   /// one field a line in a fixed order. parse(canonical()) gives back this
@@ -119,6 +135,8 @@ const char *toString(Op op);
 const char *toString(DType t);
 const char *toString(Backend b);
 const char *toString(KvType t);
+/// The `alibi` field's text: false, true (standard slopes), runtime.
+const char *toString(AlibiSlopes a);
 /// The KvType that stores a dtype unchanged.
 KvType kvTypeOf(DType t);
 /// Size in bytes of one stored K/V element (I8: 1; its scales aside).
