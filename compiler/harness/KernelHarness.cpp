@@ -5,9 +5,11 @@
 #include "mhagen/reference/Numerics.h"
 #include "mhagen/reference/Reference.h"
 #include "mhagen/spec/CostModel.h"
+#include "mhagen/spec/ScoreModifiers.h"
 
 #include "mhagen/runtime.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -214,6 +216,20 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
   return ref::layer<double>(spec_, a);
 }
 
+Tolerance Problem::tolerance() const {
+  Tolerance tol = toleranceFor(spec_);
+  if (spec_.alibi == AlibiSlopes::None)
+    return tol;
+  double maxSlope = 0;
+  if (const float *slopes = input("alibi_slopes"))
+    for (int64_t i = 0; i < spec_.h; ++i)
+      maxSlope = std::max(maxSlope, std::fabs(static_cast<double>(slopes[i])));
+  else
+    for (double x : standardAlibiSlopes(spec_.h))
+      maxSlope = std::max(maxSlope, x);
+  return withAlibiScores(tol, maxSlope, size_.Tq, size_.Tkv);
+}
+
 ref::ModifierArgs Problem::modifierArgs() const {
   ref::ModifierArgs m;
   m.sinks = input("sinks"); // nullptr when the spec has none
@@ -233,9 +249,8 @@ Comparison Problem::compare(const std::vector<int64_t> &rows,
                             bool exactKv) const {
   std::vector<float> got = output();
   std::vector<double> want = reference(rows, exactKv);
-  const Tolerance tol = exactKv
-                            ? kvStorageTolerance(spec_.dtype, spec_.kvType())
-                            : toleranceFor(spec_);
+  const Tolerance tol =
+      exactKv ? kvStorageTolerance(spec_.dtype, spec_.kvType()) : tolerance();
   if (rows.empty())
     return compareToReference(got, want, tol);
   // Only the checked rows: gather them from both.

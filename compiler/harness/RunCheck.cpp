@@ -41,7 +41,7 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
       o.reps);
   const double nominal = nominalFlops(spec, p.size());
   const double useful = usefulFlops(spec, p.size(), p.kvLens());
-  const Tolerance tol = toleranceFor(spec);
+  const Tolerance tol = p.tolerance();
   const int threads = mhagen_get_num_threads();
   // Query rows compared with the reference, over every batch.
   const int64_t checked =

@@ -40,7 +40,7 @@ public:
     ASSERT_EQ(mhagen_call(b_, &args), MHAGEN_OK) << mhagen_last_error();
     std::vector<float> second = p.output();
     ASSERT_EQ(first.size(), second.size());
-    Tolerance tol = toleranceFor(spec_);
+    Tolerance tol = p.tolerance();
     int64_t failures = 0, worst = -1;
     double maxDiff = 0;
     for (size_t i = 0; i < first.size(); ++i) {

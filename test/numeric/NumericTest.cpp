@@ -50,7 +50,7 @@ public:
     ASSERT_EQ(mhagen_call(k_, &a), MHAGEN_OK) << mhagen_last_error();
     std::vector<int64_t> rows = rowsToCheck(p, 3e8);
     Comparison c = p.check(rows);
-    Tolerance tol = toleranceFor(spec_);
+    Tolerance tol = p.tolerance();
     EXPECT_TRUE(c.ok()) << mhagen_kernel_symbol(k_) << " B " << size_.B
                         << " Tq " << size_.Tq << " Tkv " << size_.Tkv
                         << ": max |err| " << c.maxAbsErr << " at index "

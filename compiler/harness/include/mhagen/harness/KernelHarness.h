@@ -51,6 +51,10 @@ public:
   /// kv_dtype (else on the stored values, as the kernel sees them).
   std::vector<double> reference(const std::vector<int64_t> &rows,
                                 bool exactKv = false) const;
+  /// The tolerance check() holds the output to: toleranceFor(spec), plus
+  /// for ALiBi the rounding of biased scores at this problem's sizes and
+  /// slopes (withAlibiScores).
+  Tolerance tolerance() const;
   /// Compares output() with the reference on those rows: the kernel's
   /// arithmetic, held to toleranceFor (mhagen/reference/Tolerance.h).
   Comparison check(const std::vector<int64_t> &rows) const;

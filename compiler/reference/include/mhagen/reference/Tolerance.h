@@ -58,6 +58,17 @@ inline Tolerance toleranceFor(const AttentionSpec &s) {
   return tol;
 }
 
+/// ALiBi at call sizes: a biased score slope * (j - p(i)) reaches
+/// maxSlope * (T_q + T_kv) in magnitude (keys far behind the query, e.g.
+/// when padding hides the near ones), and an f32 score of that size is
+/// rounded by up to half an ulp, |s| 2^-24. Outputs (|v - o| <= 2) move by
+/// twice that. The reference computes the scores in f64.
+inline Tolerance withAlibiScores(Tolerance tol, double maxSlope, int64_t Tq,
+                                 int64_t Tkv) {
+  tol.atol += 2.0 * maxSlope * static_cast<double>(Tq + Tkv) * 5.96e-8;
+  return tol;
+}
+
 /// With scores of magnitude |logit| the kernel's own f32 dot products carry
 /// an absolute error of about |logit| * sqrt(dk) * 2^-24 before the exp,
 /// and outputs (convex combinations of V, |V| <= 1) inherit it. The
