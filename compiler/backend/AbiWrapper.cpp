@@ -19,6 +19,7 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
   shape.kv = scalar(s.kvType());
   shape.sinks = s.sinks;
   shape.alibiSlopes = s.alibi == AlibiSlopes::Runtime;
+  shape.lse = s.lse;
   return shape;
 }
 

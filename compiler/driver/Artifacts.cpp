@@ -51,6 +51,7 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
   m.spec.softcap = s.softcap.value_or(0.0);
   m.spec.alibi = toString(s.alibi);
   m.spec.sinks = s.sinks;
+  m.spec.lse = s.lse;
   m.spec.T = s.T.value_or(0);
   m.spec.T_kv = s.op == Op::Layer ? s.T.value_or(0) : s.T_kv.value_or(0);
   m.spec.B = s.B.value_or(0);

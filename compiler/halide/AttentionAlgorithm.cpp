@@ -375,9 +375,29 @@ AttentionStages defineAttention(const AttentionSpec &s,
     channels.push_back(rows(row, c / CB, t / TT, hd / HP, b)[k]);
   const Expr lsum = rows(row, c / CB, t / TT, hd / HP, b)[lIdx];
   st.out = Func(name("attention"));
-  st.out(c, hd, t, b) =
+  const Expr value =
       select(lsum > 0.0f, mux(c % CB, channels) / max(lsum, kTinySum), 0.0f);
+  if (s.lse) {
+    // The row's (m, l) beside the value: the log-sum-exp m + log(l) is
+    // taken from them once per row (logSumExp), not per channel.
+    const Expr mrow = split ? st.mergeMax(row, c / CB, t / TT, hd / HP, b)
+                            : rows(row, c / CB, t / TT, hd / HP, b)[CB];
+    st.out(c, hd, t, b) = Tuple(value, mrow, lsum);
+  } else {
+    st.out(c, hd, t, b) = value;
+  }
   return st;
+}
+
+Expr attentionValue(const AttentionSpec &s, const Func &out, const Expr &c,
+                    const Expr &hd, const Expr &t, const Expr &b) {
+  return s.lse ? out(c, hd, t, b)[0] : out(c, hd, t, b);
+}
+
+Expr logSumExp(const Expr &m, const Expr &l) {
+  const Expr bits = select(l > 0.0f, reinterpret<uint32_t>(m + log(max(l, kTinySum))),
+                           make_const(UInt(32), 0xff800000u)); // -inf
+  return reinterpret<float>(bits);
 }
 
 Projection defineProjection(const std::string &name, Func x, int64_t inFeatures,

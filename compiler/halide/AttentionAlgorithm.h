@@ -105,7 +105,9 @@ struct AttentionStages {
   Halide::RDom rs;       ///< split-KV: over the chunks
   Halide::Expr splits;   ///< chunks per query tile (1 without split-KV)
 
-  Halide::Func out;     ///< out(c, hd, t, b) = acc / sum (0 if all masked)
+  Halide::Func out;     ///< out(c, hd, t, b) = acc / sum (0 if all masked);
+                        ///< with lse = true the Tuple (that value, the
+                        ///< row's max m, its sum l): see attentionValue
   Halide::RDom rc;      ///< over dk (the QK^T dot); with bf16Dot
                         ///< (pair, dk/2)
   Halide::RDom rj;      ///< over the keys of one tile
@@ -118,6 +120,18 @@ AttentionStages defineAttention(const AttentionSpec &spec,
                                 const AttentionInputs &in,
                                 const AttentionTiles &tiles,
                                 const AttentionVars &v);
+
+/// The attention value of `out` (a stage's st.out, or a Func defined like
+/// it) at (c, hd, t, b): the Func's value, or element 0 of its Tuple when
+/// the spec has lse = true.
+Halide::Expr attentionValue(const AttentionSpec &s, const Halide::Func &out,
+                            const Halide::Expr &c, const Halide::Expr &hd,
+                            const Halide::Expr &t, const Halide::Expr &b);
+
+/// A row's log-sum-exp from its running max m and sum l: m + log(l), and
+/// -inf where l = 0 (no key seen). The -inf is built from its bit pattern
+/// by an integer select, so fast-math code never computes with it.
+Halide::Expr logSumExp(const Halide::Expr &m, const Halide::Expr &l);
 
 /// y(n, t, b) = sum_k x(k, t, b) * w(n, k) (+ bias(n)): one projection.
 struct Projection {

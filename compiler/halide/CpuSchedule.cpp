@@ -421,6 +421,18 @@ void scheduleDecodeCpu(AttentionStages st, const AttentionVars &v,
   st.merged.update().reorder(v.i, st.rs).vectorize(v.i, vw);
 }
 
+void scheduleRowOutputsCpu(Func out, Func lse, const AttentionVars &v,
+                           const ScheduleParams &p) {
+  const int vw = static_cast<int>(get(p, "vector_width"));
+  if (out.defined()) {
+    Var tb("tb");
+    out.fuse(v.t, v.b, tb).parallel(tb).vectorize(v.c, vw,
+                                                   TailStrategy::GuardWithIf);
+  }
+  Var tb("lse_tb");
+  lse.fuse(v.t, v.b, tb).parallel(tb);
+}
+
 void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
                            int64_t outFeatures, const ScheduleParams &p,
                            bool isOutput) {

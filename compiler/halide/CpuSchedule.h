@@ -45,6 +45,13 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &spec,
 void scheduleDecodeCpu(AttentionStages st, const AttentionVars &v,
                        const ScheduleParams &p);
 
+/// lse = true: the two thin outputs that read the finished rows -- out, a
+/// copy of the values (op = sdpa; pass an undefined Func for op = layer,
+/// whose output is the projection), and lse, one log per row. Both are
+/// parallel over tokens x batches; they cost a pass over the output.
+void scheduleRowOutputsCpu(Halide::Func out, Halide::Func lse,
+                           const AttentionVars &v, const ScheduleParams &p);
+
 /// A projection as a register-blocked GEMM: gemm_cols output features
 /// (vectorised) x gemm_rows tokens per micro-kernel, column panels in
 /// parallel. `isOutput`: the pipeline's output (else computed at root).

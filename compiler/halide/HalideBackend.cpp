@@ -104,7 +104,7 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
                                                    : "cpu";
   Halide::Target target(ti.halideTarget);
   std::vector<Argument> args = bp.args;
-  Pipeline pipeline(bp.output);
+  Pipeline pipeline(hl::outputsOf(bp, s));
   Module m = pipeline.compile_to_module(args, opt.symbol + "_pipeline", target,
                                         LinkageType::External);
   TempDir dir("mhagen-halide");
@@ -206,7 +206,7 @@ BackendResult compileWithHalideAutoscheduler(const AttentionSpec &s,
     hl::AttentionTiles tiles = hl::cpuAttentionTiles(s, space.defaults);
     BuiltPipeline bp = hl::buildPipeline(s, tiles);
     hl::setEstimates(bp, s);
-    Pipeline pipeline(bp.output);
+    Pipeline pipeline(hl::outputsOf(bp, s));
     auto start = std::chrono::steady_clock::now();
     // Cores and L2 from the target's machine model.
     MachineParams mp(ti.machine->coresOrDefault(), ti.machine->l2Bytes, 40);

@@ -103,14 +103,22 @@ AbiParams abiParams(const AttentionSpec &s) {
   return out;
 }
 
-const abi::TensorModel &outputModel(const AttentionSpec &s) {
+const abi::TensorModel &outputModel(const AttentionSpec &s,
+                                    const std::string &name) {
   for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s)))
-    if (t->output)
+    if (t->output && t->name == name)
       return *t;
-  throw BackendError("", "the ABI model has no output for this op");
+  throw BackendError("", "the ABI model has no output " + name +
+                             " for this op");
 }
 
 } // namespace
+
+std::vector<Func> outputsOf(const BuiltPipeline &bp, const AttentionSpec &s) {
+  if (s.lse)
+    return {bp.output, bp.lse};
+  return {bp.output};
+}
 
 // The algorithm for the spec: inputs, projections (layer), attention core.
 BuiltPipeline buildPipeline(const AttentionSpec &s,
@@ -171,18 +179,37 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     in.tkv = k.dim(2).extent();
     in.batch = q.dim(3).extent();
     bp.attention = hl::defineAttention(s, in, tiles, v);
-    Expr attention = bp.attention.out(v.c, v.hd, v.t, v.b);
     if (decodeTiles) {
       // Both variants, chosen by the call's T_q: Halide computes the
       // decode stages only under that condition (and the schedule
       // specialises the output on it).
       bp.decode = hl::defineAttention(s, in, *decodeTiles, v);
       bp.isDecode = in.tq <= decodeTiles->tokensPerTile;
-      attention =
-          select(bp.isDecode, bp.decode->out(v.c, v.hd, v.t, v.b), attention);
     }
-    bp.output = Func("out");
-    bp.output(v.c, v.hd, v.t, v.b) = fromF32(s, T, attention);
+    if (!s.lse) {
+      Expr attention = bp.attention.out(v.c, v.hd, v.t, v.b);
+      if (decodeTiles)
+        attention = select(bp.isDecode, bp.decode->out(v.c, v.hd, v.t, v.b),
+                           attention);
+      bp.output = Func("out");
+      bp.output(v.c, v.hd, v.t, v.b) = fromF32(s, T, attention);
+    } else {
+      // Two outputs from one scan: the rows (value, m, l) are computed
+      // once, in `core` (scheduled as the output is without lse), and
+      // both outputs read them.
+      Tuple rows(bp.attention.out(v.c, v.hd, v.t, v.b));
+      if (decodeTiles)
+        rows = tuple_select(bp.isDecode,
+                            Tuple(bp.decode->out(v.c, v.hd, v.t, v.b)), rows);
+      bp.core = Func("attention_rows");
+      bp.core(v.c, v.hd, v.t, v.b) = rows;
+      bp.output = Func("out");
+      bp.output(v.c, v.hd, v.t, v.b) =
+          fromF32(s, T, bp.core(v.c, v.hd, v.t, v.b)[0]);
+      bp.lse = Func("lse");
+      bp.lse(v.hd, v.t, v.b) = hl::logSumExp(bp.core(0, v.hd, v.t, v.b)[1],
+                                             bp.core(0, v.hd, v.t, v.b)[2]);
+    }
   } else {
     // W [in, out] row-major is w(out_feature, in_feature) here.
     ImageParam x = param("x"), wq = param("w_q"), wk = param("w_k"),
@@ -222,19 +249,31 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     bp.attention = hl::defineAttention(s, in, tiles, v);
     // Merge heads: column n of O is channel n % dv of head n / dv.
     Func merged("merged");
-    merged(kk, v.t, v.b) =
-        bp.attention.out(kk % static_cast<int>(dv), kk / static_cast<int>(dv),
-                         min(v.t, x.dim(1).extent() - 1), v.b);
+    merged(kk, v.t, v.b) = hl::attentionValue(
+        s, bp.attention.out, kk % static_cast<int>(dv),
+        kk / static_cast<int>(dv), min(v.t, x.dim(1).extent() - 1), v.b);
     Projection po = hl::defineProjection(
         "out_proj", merged, h * dv, wof, bo, s.bias,
         [&](Expr e) { return fromF32(s, T, e); }, v);
     bp.projections = {pq, pk, pv, po};
     bp.projectionWidths = {h * dk, kv * dk, kv * dv, d};
     bp.output = po.out;
+    if (s.lse) {
+      // The attention rows are computed whole (compute_root) before the
+      // output projection: lse reads their (m, l) directly.
+      bp.lse = Func("lse");
+      bp.lse(v.hd, v.t, v.b) =
+          hl::logSumExp(bp.attention.out(0, v.hd, v.t, v.b)[1],
+                        bp.attention.out(0, v.hd, v.t, v.b)[2]);
+    }
   }
-  // The output: dense within a token, any token and batch stride.
-  constrainDims(bp.output.output_buffer(), outputModel(s), s,
+  // The outputs: out dense within a token, any token and batch stride;
+  // lse dense.
+  constrainDims(bp.output.output_buffer(), outputModel(s, "out"), s,
                 /*bindCallSizes=*/false);
+  if (s.lse)
+    constrainDims(bp.lse.output_buffer(), outputModel(s, "lse"), s,
+                  /*bindCallSizes=*/false);
   return bp;
 }
 
@@ -256,12 +295,18 @@ void applyGpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
 void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
                       const ScheduleParams &p) {
   if (s.op == Op::Sdpa) {
-    hl::scheduleAttentionCpu(bp.attention, bp.output, bp.v, s, p);
+    // With lse, `core` takes the output's place in the task loop.
+    Func rows = s.lse ? bp.core : bp.output;
+    if (s.lse)
+      rows.compute_root();
+    hl::scheduleAttentionCpu(bp.attention, rows, bp.v, s, p);
     if (bp.decode) {
       // The specialisation starts from the schedule above (same loops).
-      bp.output.specialize(bp.isDecode);
+      rows.specialize(bp.isDecode);
       hl::scheduleDecodeCpu(*bp.decode, bp.v, p);
     }
+    if (s.lse)
+      hl::scheduleRowOutputsCpu(bp.output, bp.lse, bp.v, p);
     return;
   }
   for (size_t i = 0; i < 3; ++i)
@@ -271,6 +316,8 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
   hl::scheduleAttentionCpu(bp.attention, bp.attention.out, bp.v, s, p);
   hl::scheduleProjectionCpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,
                             /*isOutput=*/true);
+  if (s.lse)
+    hl::scheduleRowOutputsCpu(Func(), bp.lse, bp.v, p);
 }
 
 // Estimates for Halide's autoschedulers (the hand schedules ignore them).
@@ -304,6 +351,8 @@ void setEstimates(BuiltPipeline &bp, const AttentionSpec &s) {
     bp.output.set_estimates({{0, (int)s.d_v}, {0, (int)s.h}, {0, T}, {0, B}});
   else
     bp.output.set_estimates({{0, (int)s.d}, {0, T}, {0, B}});
+  if (s.lse)
+    bp.lse.set_estimates({{0, (int)s.h}, {0, T}, {0, B}});
 }
 
 } // namespace mhagen::hl

@@ -27,6 +27,9 @@ struct BuiltPipeline {
   std::vector<Halide::Argument> args; ///< in the ABI model's order
   std::vector<Halide::ImageParam> inputs;
   Halide::Func output;
+  /// lse = true: the second output, lse(hd, t, b); for op = sdpa also the
+  /// Func both outputs read, core(c, hd, t, b) = (value, m, l).
+  Halide::Func lse, core;
   AttentionStages attention;
   /// The decode variant (sdpa on CPU, T_q <= its tile), when built; the
   /// output takes it where isDecode holds.
@@ -36,6 +39,10 @@ struct BuiltPipeline {
   std::vector<int64_t> projectionWidths;
   Halide::ImageParam kvLens;
 };
+
+/// The pipeline's outputs in the ABI model's order: out, then lse.
+std::vector<Halide::Func> outputsOf(const BuiltPipeline &bp,
+                                    const AttentionSpec &s);
 
 /// The algorithm for the spec: inputs, projections (layer), attention core.
 BuiltPipeline

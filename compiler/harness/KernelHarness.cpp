@@ -116,7 +116,7 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
     if (t->elem != abi::Elem::Data && t->elem != abi::Elem::KvData)
       continue;
     if (t->output) {
-      outF32_.assign(n, 0.0f);
+      (std::string(t->name) == "lse" ? lse_ : outF32_).assign(n, 0.0f);
       continue;
     }
     auto it = amplitude.find(t->name);
@@ -152,7 +152,9 @@ mhagen_call_args Problem::args() {
   a.t_q = size_.Tq;
   a.t_kv = spec_.op == Op::Sdpa ? size_.Tkv : 0;
   for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(spec_))) {
-    if (t->output)
+    if (t->output && std::string(t->name) == "lse")
+      t->bind(a, lse_.data());
+    else if (t->output)
       t->bind(a, outBits_.empty() ? static_cast<void *>(outF32_.data())
                                   : static_cast<void *>(outBits_.data()));
     else if (t->elem == abi::Elem::Int32)
@@ -166,6 +168,7 @@ mhagen_call_args Problem::args() {
 void Problem::clearOutput() {
   std::fill(outF32_.begin(), outF32_.end(), 0.0f);
   std::fill(outBits_.begin(), outBits_.end(), 0);
+  std::fill(lse_.begin(), lse_.end(), 0.0f);
 }
 
 std::vector<float> Problem::output() const {
@@ -179,7 +182,8 @@ std::vector<float> Problem::output() const {
 }
 
 std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
-                                       bool exactKv) const {
+                                       bool exactKv,
+                                       std::vector<double> *lse) const {
   const std::vector<int64_t> *r = rows.empty() ? nullptr : &rows;
   if (spec_.op == Op::Sdpa) {
     ref::SdpaArgs a;
@@ -195,6 +199,7 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
     }
     a.kvLens = lens_.empty() ? nullptr : lens_.data();
     a.modifiers = modifierArgs();
+    a.lse = lse;
     a.rows = r;
     return ref::sdpa<double>(spec_, a);
   }
@@ -212,6 +217,7 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
   a.bo = input("b_o");
   a.kvLens = lens_.empty() ? nullptr : lens_.data();
   a.modifiers = modifierArgs();
+  a.lse = lse;
   a.rows = r;
   return ref::layer<double>(spec_, a);
 }
@@ -239,6 +245,26 @@ ref::ModifierArgs Problem::modifierArgs() const {
 
 Comparison Problem::check(const std::vector<int64_t> &rows) const {
   return compare(rows, false);
+}
+
+Comparison Problem::checkLse(const std::vector<int64_t> &rows) const {
+  if (lse_.empty())
+    return {};
+  std::vector<double> want;
+  reference(rows, false, &want);
+  const Tolerance tol = lseTolerance(spec_);
+  if (rows.empty())
+    return compareToReference(lse_, want, tol);
+  std::vector<float> g;
+  std::vector<double> w;
+  for (int64_t b = 0; b < size_.B; ++b)
+    for (int64_t t : rows)
+      for (int64_t hd = 0; hd < spec_.h; ++hd) {
+        const size_t idx = static_cast<size_t>((b * size_.Tq + t) * spec_.h + hd);
+        g.push_back(lse_[idx]);
+        w.push_back(want[idx]);
+      }
+  return compareToReference(g, w, tol);
 }
 
 Comparison Problem::checkKvStorage(const std::vector<int64_t> &rows) const {

@@ -77,6 +77,13 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
     js["kv_storage_max_abs_err"] = storage->maxAbsErr;
     js["kv_storage_within_bound"] = storage->ok();
   }
+  // lse = true: the second output against the reference's log-sum-exp.
+  std::optional<Comparison> lse;
+  if (spec.lse) {
+    lse = p.checkLse(rows);
+    js["lse_max_abs_err"] = lse->maxAbsErr;
+    js["lse_within_tolerance"] = lse->ok();
+  }
 
   char buf[512];
   text << "kernel   " << mhagen_kernel_symbol(k) << " ("
@@ -113,7 +120,17 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                   storage->ok() ? "OK" : "FAILED", st.atol, st.rtol);
     text << buf;
   }
-  return cmp.ok() && (!storage || storage->ok()) ? 0 : 1;
+  if (lse) {
+    const Tolerance lt = lseTolerance(spec);
+    std::snprintf(buf, sizeof buf,
+                  "lse      max |err| %.3g vs the reference's log-sum-exp: %s "
+                  "(tolerance %g + %g*|ref|)\n",
+                  lse->maxAbsErr, lse->ok() ? "OK" : "FAILED", lt.atol,
+                  lt.rtol);
+    text << buf;
+  }
+  return cmp.ok() && (!storage || storage->ok()) && (!lse || lse->ok()) ? 0
+                                                                        : 1;
 }
 
 } // namespace mhagen

@@ -136,7 +136,8 @@ static void attendOneHead(const AttentionSpec &s, const HeadModifiers &hm,
                           const Acc *q, int64_t qStride, const Acc *k,
                           int64_t kStride, const Acc *v, int64_t vStride,
                           int64_t Tq, int64_t Tkv, int64_t kvLen, Acc *out,
-                          int64_t outStride, const std::vector<int64_t> &rows) {
+                          int64_t outStride, double *lse, int64_t lseStride,
+                          const std::vector<int64_t> &rows) {
   const Acc scale = static_cast<Acc>(s.effectiveScale());
   const Acc sink = hm.sink ? static_cast<Acc>(*hm.sink) : Acc(0);
   std::vector<Acc> scores(static_cast<size_t>(Tkv));
@@ -160,6 +161,20 @@ static void attendOneHead(const AttentionSpec &s, const HeadModifiers &hm,
     }
     std::vector<Acc> p =
         softmaxWithSink(scores, visible, hm.sink ? &sink : nullptr);
+    if (lse) {
+      // log of the softmax's denominator, taken around its max.
+      double mx = hm.sink ? static_cast<double>(sink)
+                          : -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < Tkv; ++j)
+        if (visible[j])
+          mx = std::max(mx, static_cast<double>(scores[j]));
+      double sum = hm.sink ? std::exp(static_cast<double>(sink) - mx) : 0.0;
+      for (int64_t j = 0; j < Tkv; ++j)
+        if (visible[j])
+          sum += std::exp(static_cast<double>(scores[j]) - mx);
+      lse[i * lseStride] = sum > 0 ? mx + std::log(sum)
+                                   : -std::numeric_limits<double>::infinity();
+    }
     for (int64_t c = 0; c < s.d_v; ++c) {
       Acc acc = 0;
       for (int64_t j = 0; j < Tkv; ++j)
@@ -193,6 +208,8 @@ template <typename Acc>
 std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
   const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v;
   std::vector<Acc> out(static_cast<size_t>(a.B * a.Tq * h * dv));
+  if (a.lse)
+    a.lse->assign(static_cast<size_t>(a.B * a.Tq * h), 0.0);
   // Widen the inputs once; then each head is a strided view.
   std::vector<Acc> q(a.q, a.q + a.B * a.Tq * h * dk);
   std::vector<Acc> k(a.k, a.k + a.B * a.Tkv * kv * dk);
@@ -206,7 +223,9 @@ std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
                          &q[(b * a.Tq * h + i) * dk], h * dk,
                          &k[(b * a.Tkv * kv + g) * dk], kv * dk,
                          &v[(b * a.Tkv * kv + g) * dv], kv * dv, a.Tq, a.Tkv,
-                         len, &out[(b * a.Tq * h + i) * dv], h * dv, rows);
+                         len, &out[(b * a.Tq * h + i) * dv], h * dv,
+                         a.lse ? &(*a.lse)[(b * a.Tq) * h + i] : nullptr, h,
+                         rows);
     }
   }
   return out;
@@ -235,6 +254,8 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
   // Split heads by feature columns and attend: head i reads columns
   // i*dk..(i+1)*dk-1 of Q, and K/V head g = i / (h/kv).
   std::vector<Acc> O(static_cast<size_t>(rows * h * dv));
+  if (a.lse)
+    a.lse->assign(static_cast<size_t>(rows * h), 0.0);
   for (int64_t b = 0; b < B; ++b) {
     const int64_t len = kvLength(s, a.kvLens, b, T);
     for (int64_t i = 0; i < h; ++i) {
@@ -243,7 +264,9 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
                          &Q[b * T * h * dk + i * dk], h * dk,
                          &K[b * T * kv * dk + g * dk], kv * dk,
                          &V[b * T * kv * dv + g * dv], kv * dv, T, T, len,
-                         &O[b * T * h * dv + i * dv], h * dv, picked);
+                         &O[b * T * h * dv + i * dv], h * dv,
+                         a.lse ? &(*a.lse)[b * T * h + i] : nullptr, h,
+                         picked);
     }
   }
   // Merged heads [B*T, h*dv] x W_O [h*dv, d] (+ b_O).

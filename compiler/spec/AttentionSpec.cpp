@@ -193,6 +193,8 @@ std::string AttentionSpec::canonical() const {
     os << "  alibi = " << toString(alibi) << "\n";
   if (sinks)
     os << "  sinks = learned\n";
+  if (lse)
+    os << "  lse = true\n";
   os << "  target = " << target.str() << "\n";
   os << "  backend = " << toString(backend) << "\n";
   if (T)
@@ -220,6 +222,8 @@ std::string AttentionSpec::semanticKey() const {
     os << ";alibi=" << toString(alibi);
   if (sinks)
     os << ";sinks=learned";
+  if (lse)
+    os << ";lse=1";
   if (T)
     os << ";T=" << *T;
   if (T_kv)
@@ -262,6 +266,8 @@ std::string AttentionSpec::derivedName() const {
     os << "_alibirt";
   if (sinks)
     os << "_sinks";
+  if (lse)
+    os << "_lse";
   if (scale)
     os << "_s" << hash().substr(0, 6); // a non-default scale changes the math
   if (T)
@@ -282,6 +288,7 @@ bool AttentionSpec::operator==(const AttentionSpec &o) const {
          d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
          kv_dtype == o.kv_dtype && bias == o.bias && scale == o.scale &&
          softcap == o.softcap && alibi == o.alibi && sinks == o.sinks &&
+         lse == o.lse &&
          target == o.target && backend == o.backend && T == o.T &&
          T_kv == o.T_kv && B == o.B;
 }

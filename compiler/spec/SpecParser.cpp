@@ -42,7 +42,7 @@ const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
       "op",     "d",        "h",    "kv",    "dk",      "dv",    "mask",
       "dtype",  "kv_dtype", "bias", "scale", "softcap", "alibi", "sinks",
-      "target", "backend",  "T",    "Tkv",   "B"};
+      "lse",    "target", "backend",  "T",    "Tkv",   "B"};
   return names;
 }
 
@@ -581,6 +581,16 @@ AttentionSpec buildSpec(const RawSpec &raw) {
           "expected learned (one f32 logit per head, passed at call time) "
           "or none");
   }
+  if (const RawField *f = field("lse")) {
+    if (f->value == "true")
+      s.lse = true;
+    else if (f->value == "false")
+      s.lse = false;
+    else
+      bad("lse", *f,
+          "expected true (also write each row's log-sum-exp, lse [B, T, h]) "
+          "or false");
+  }
   if (const RawField *f = field("target")) {
     if (!parseTarget(f->value, s.target))
       bad("target", *f,
@@ -680,6 +690,10 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
          "backend only (backend = mlir)");
   if (s.scale && (!(*s.scale > 0) || !std::isfinite(*s.scale)))
     rule("scale", std::to_string(*s.scale), "must be a finite number > 0");
+  if (s.lse && s.target.isGpu())
+    rule("lse", "true",
+         "the log-sum-exp output is built for CPU targets only; " +
+             s.target.str() + " is a GPU target");
   if (s.softcap && (!(*s.softcap > 0) || !std::isfinite(*s.softcap)))
     rule("softcap", std::to_string(*s.softcap), "must be a finite number > 0");
   if (s.target.kind == TargetKind::Cuda &&

@@ -158,6 +158,14 @@ std::vector<TensorModel> buildTable() {
                        true, S::TokensQ, {{{S::D}}}, "out_token_stride",
                        MHAGEN_ABI_STRIDE(out_token_stride), "out_batch_stride",
                        MHAGEN_ABI_STRIDE(out_batch_stride)));
+  // lse = true: each row's log-sum-exp, a second output (always f32).
+  t.push_back(sequence(MHAGEN_ABI_PTR(lse), "log-sum-exp of each row",
+                       Presence::Lse, true, S::TokensQ, {{{S::H}}}, nullptr,
+                       nullptr, nullptr, nullptr));
+  t.back().elem = Elem::F32;
+  t.back().givenButAbsent = "lse given but this kernel's spec has no lse "
+                            "(lse = true)";
+  t.back().missingHint = " but lse = true: pass [B, t_q, h] floats";
   return t;
 }
 
@@ -196,6 +204,8 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
     return s.sinks;
   case Presence::AlibiSlopes:
     return s.alibiSlopes;
+  case Presence::Lse:
+    return s.lse;
   }
   return false;
 }
@@ -335,7 +345,7 @@ std::string dimsText(const TensorModel &t) {
 std::string docTable() {
   static const char *when[] = {"sdpa",         "layer",       "layer, bias",
                                "padding",      "kv_dtype i8", "sinks learned",
-                               "alibi runtime"};
+                               "alibi runtime", "lse"};
   std::string out;
   for (const TensorModel &t : allTensors()) {
     std::string line = std::string(" *   ") + t.name;

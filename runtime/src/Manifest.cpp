@@ -38,6 +38,7 @@ std::string KernelManifest::toJson() const {
   s["softcap"] = spec.softcap;
   s["alibi"] = spec.alibi;
   s["sinks"] = spec.sinks;
+  s["lse"] = spec.lse;
   s["T"] = spec.T;
   s["T_kv"] = spec.T_kv;
   s["B"] = spec.B;
@@ -216,7 +217,7 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     onlyKnown(s, {"hash",  "semantic_key", "canonical", "op",    "d",
                   "h",     "d_k",          "d_v",       "n_kv",  "mask",
                   "dtype", "kv_dtype",     "bias",      "scale", "softcap",
-                  "alibi", "sinks",        "T",         "T_kv",  "B"},
+                  "alibi", "sinks", "lse",        "T",         "T_kv",  "B"},
               "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);
@@ -257,6 +258,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
       m.spec.alibi = str(s, "alibi", sp);
     if (s.contains("sinks"))
       m.spec.sinks = boolean(s, "sinks", sp);
+    if (s.contains("lse"))
+      m.spec.lse = boolean(s, "lse", sp);
     m.spec.T = integer(s, "T", sp, 0, kMaxStatic);
     m.spec.T_kv = integer(s, "T_kv", sp, 0, kMaxStatic);
     m.spec.B = integer(s, "B", sp, 0, kMaxStatic);

@@ -117,6 +117,7 @@ abi::AbiShape abiShapeOf(const KernelManifest &m) {
   shape.kv = scalar(s.kv_dtype.empty() ? s.dtype : s.kv_dtype);
   shape.sinks = s.sinks;
   shape.alibiSlopes = s.alibi == "runtime";
+  shape.lse = s.lse;
   return shape;
 }
 
@@ -192,7 +193,7 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     const char *name;
     uintptr_t begin, end;
   };
-  std::vector<Range> inputs;
+  std::vector<Range> inputs, outputs;
   int rc;
   auto checkData = [&](const abi::TensorModel &t, uintptr_t &b, uintptr_t &e) {
     if (t.isSequence()) {
@@ -235,6 +236,12 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
         return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                     std::string(t->name) + " overlaps input " + r.name +
                         "; the output must not alias an input");
+    for (const Range &r : outputs)
+      if (b < r.end && r.begin < e)
+        return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                    std::string(t->name) + " overlaps output " + r.name +
+                        "; the outputs must not alias each other");
+    outputs.push_back({t->name, b, e});
   }
   for (const abi::TensorModel &m : table) {
     const abi::TensorModel *t = &m;

@@ -57,6 +57,20 @@ public:
                         << c.worstIndex << ", " << c.failures
                         << " elements beyond " << tol.atol << " + " << tol.rtol
                         << "*|ref|" << (c.sawNaN ? " (NaN or Inf seen)" : "");
+    if (spec_.lse) {
+      // The second output: each row's log-sum-exp (-inf where no key).
+      Comparison cl = p.checkLse(rows);
+      Tolerance tl = lseTolerance(spec_);
+      EXPECT_TRUE(cl.ok()) << mhagen_kernel_symbol(k_) << " lse, B " << size_.B
+                           << " Tq " << size_.Tq << " Tkv " << size_.Tkv
+                           << ": max |err| " << cl.maxAbsErr << " at index "
+                           << cl.worstIndex << ", " << cl.failures
+                           << " elements beyond " << tl.atol << " + "
+                           << tl.rtol << "*|ref|"
+                           << (cl.sawNaN ? " (NaN or Inf where the reference "
+                                           "has none)"
+                                         : "");
+    }
     if (!spec_.kv_dtype)
       return;
     // The storage error of K/V in kv_dtype, against the reference on the values

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include <cstdlib>
 #include <string>
@@ -576,4 +577,52 @@ TEST(CppWrapper, ThrowsWithTheMessage) {
     EXPECT_EQ(e.code(), MHAGEN_ERR_NOT_FOUND);
     EXPECT_TRUE(contains(e.what(), "no kernel matches"));
   }
+}
+
+TEST(MergeAttention, WeightsByLogSumExpAndHandlesEmptyParts) {
+  // Row 0: two parts of equal mass; row 1: part b three times a's mass;
+  // row 2: part a saw no key; row 3: neither did.
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> oa = {1, 2, 4, 4, 9, 9, 5, 5};
+  std::vector<float> ob = {3, 4, 0, 8, 1, 2, 7, 7};
+  std::vector<float> la = {0.5f, 0.0f, -inf, -inf};
+  std::vector<float> lb = {0.5f, std::log(3.0f), 2.0f, -inf};
+  std::vector<float> out(8), lse(4);
+  ASSERT_EQ(mhagen_merge_attention(4, 2, oa.data(), la.data(), ob.data(),
+                                   lb.data(), out.data(), lse.data()),
+            MHAGEN_OK)
+      << mhagen_last_error();
+  EXPECT_FLOAT_EQ(out[0], 2.0f);
+  EXPECT_FLOAT_EQ(out[1], 3.0f);
+  EXPECT_FLOAT_EQ(lse[0], 0.5f + std::log(2.0f));
+  EXPECT_FLOAT_EQ(out[2], 0.25f * 4 + 0.75f * 0);
+  EXPECT_FLOAT_EQ(out[3], 0.25f * 4 + 0.75f * 8);
+  EXPECT_FLOAT_EQ(lse[1], std::log(4.0f));
+  EXPECT_FLOAT_EQ(out[4], 1.0f); // all of b
+  EXPECT_FLOAT_EQ(lse[2], 2.0f);
+  EXPECT_EQ(out[6], 0.0f); // nothing seen: zeros, lse -inf
+  EXPECT_EQ(lse[3], -inf);
+  // In place on part a.
+  ASSERT_EQ(mhagen_merge_attention(4, 2, oa.data(), la.data(), ob.data(),
+                                   lb.data(), oa.data(), la.data()),
+            MHAGEN_OK);
+  EXPECT_EQ(oa, out);
+  EXPECT_EQ(la, lse);
+}
+
+TEST(MergeAttention, RefusesNaNAndNullWithoutWriting) {
+  std::vector<float> o(2, 1.0f), l = {0.0f, std::nanf("")}, out(2, 7.0f),
+                                 lse(1, 7.0f);
+  EXPECT_EQ(mhagen_merge_attention(2, 1, o.data(), l.data(), o.data(),
+                                   l.data(), out.data(), lse.data()),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(mhagen_last_error()).find("lse_a[1]"),
+            std::string::npos);
+  EXPECT_EQ(out[0], 7.0f);
+  EXPECT_EQ(mhagen_merge_attention(1, 1, nullptr, l.data(), o.data(),
+                                   l.data(), out.data(), lse.data()),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(mhagen_merge_attention(-1, 1, o.data(), l.data(), o.data(),
+                                   l.data(), out.data(), lse.data()),
+            MHAGEN_ERR_INVALID_ARGUMENT);
 }

@@ -70,6 +70,9 @@ TEST(AbiModel, PresenceFollowsTheSpec) {
   EXPECT_EQ(names(layer), "x w_q w_k w_v w_o sinks out");
   sdpa.alibiSlopes = true;
   EXPECT_EQ(names(sdpa), "q k v kv_lens alibi_slopes out");
+  // lse: a second output, after out (the kernels' parameter order).
+  sdpa.lse = true;
+  EXPECT_EQ(names(sdpa), "q k v kv_lens alibi_slopes out lse");
   for (const abi::TensorModel *t : abi::tensors(sdpa))
     if (std::string(t->name) == "alibi_slopes") {
       EXPECT_EQ(abi::dimsText(*t), "[h]");

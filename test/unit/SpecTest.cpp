@@ -317,6 +317,21 @@ TEST(Spec, ScoreModifiersRoundTripAndKeepOldKeys) {
             plain);
 }
 
+TEST(Spec, LseIsItsOwnField) {
+  AttentionSpec s = one("spec a { op = sdpa; d = 64; h = 4; lse = true }");
+  EXPECT_TRUE(s.lse);
+  EXPECT_EQ(s.derivedName(), "mha_sdpa_d64_h4_kv4_dk16_none_f32_lse");
+  EXPECT_EQ(one(s.canonical()), s) << s.canonical();
+  AttentionSpec plain = one("spec a { op = sdpa; d = 64; h = 4 }");
+  EXPECT_EQ(plain.semanticKey().find("lse"), std::string::npos);
+  EXPECT_NE(plain.hash(), s.hash());
+  SpecDiagnostic d = firstError("spec a { d = 64; h = 4; lse = yes }");
+  EXPECT_EQ(d.field, "lse");
+  d = firstError("spec a { d = 64; h = 4; lse = true; target = cuda_sm90 }");
+  EXPECT_EQ(d.field, "lse");
+  EXPECT_NE(d.rule.find("CPU targets"), std::string::npos);
+}
+
 TEST(SpecErrors, ScoreModifierRules) {
   SpecDiagnostic d = firstError("spec a { d = 64; h = 4; softcap = 0 }");
   EXPECT_EQ(d.field, "softcap");

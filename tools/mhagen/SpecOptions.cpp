@@ -46,6 +46,9 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
   }
   biasOpt_ = app.add_flag("--bias", bias_, "projection biases (op = layer)")
                  ->group("Spec");
+  lseOpt_ = app.add_flag("--lse", lse_,
+                         "also write each row's log-sum-exp, lse [B, T, h]")
+                ->group("Spec");
   // --alibi: the standard slopes; --alibi=runtime: slopes at call time.
   alibiOpt_ = app.add_flag("--alibi{true}", alibi_,
                            "ALiBi biases: the standard slopes for h heads, "
@@ -57,7 +60,8 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
 }
 
 bool SpecOptions::anyGiven() const {
-  if (!files_.empty() || biasOpt_->count() > 0 || alibiOpt_->count() > 0)
+  if (!files_.empty() || biasOpt_->count() > 0 || alibiOpt_->count() > 0 ||
+      lseOpt_->count() > 0)
     return true;
   for (const Flag &f : flags_)
     if (f.opt->count() > 0)
@@ -78,6 +82,9 @@ std::vector<AttentionSpec> SpecOptions::build() const {
     if (biasOpt_->count() > 0)
       raw.fields["bias"] =
           RawField{bias_ ? "true" : "false", SourceLoc{"<command line>", 0, 0}};
+    if (lseOpt_->count() > 0)
+      raw.fields["lse"] =
+          RawField{lse_ ? "true" : "false", SourceLoc{"<command line>", 0, 0}};
     if (alibiOpt_->count() > 0)
       raw.fields["alibi"] = RawField{alibi_, SourceLoc{"<command line>", 0, 0}};
   };

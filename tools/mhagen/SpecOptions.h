@@ -39,6 +39,8 @@ private:
   bool bias_ = false;
   CLI::Option *biasOpt_ = nullptr;
   std::string alibi_;
+  bool lse_ = false;
+  CLI::Option *lseOpt_ = nullptr;
   CLI::Option *alibiOpt_ = nullptr;
   std::vector<std::string> files_;
 };

@@ -130,6 +130,21 @@ LogicalResult AttentionOp::verify() {
       return emitOpError() << name << " must be a tensor<" << getNumHeads()
                            << "xf32> (one per query head), got " << tt;
   }
+  // The log-sum-exp output: [B, Tq, h] f32, its init given exactly when
+  // the op returns it.
+  if (static_cast<bool>(getLseInit()) != static_cast<bool>(getLse()))
+    return emitOpError() << "lse_init and the lse result go together";
+  if (Value li = getLseInit()) {
+    auto lt = cast<RankedTensorType>(li.getType());
+    if (lt.getRank() != 3 || !lt.getElementType().isF32() ||
+        lt.getDimSize(2) != getNumHeads() ||
+        !compatible(lt.getDimSize(0), q.getDimSize(0)) ||
+        !compatible(lt.getDimSize(1), q.getDimSize(1)))
+      return emitOpError() << "lse_init must be a tensor<BxTqx" << getNumHeads()
+                           << "xf32> (one per query row and head), got " << lt;
+    if (getLse().getType() != lt)
+      return emitOpError() << "the lse result type must equal lse_init's";
+  }
   if (std::optional<APFloat> cap = getSoftcap())
     if (!(cap->convertToFloat() > 0.0f) || !cap->isFinite())
       return emitOpError() << "softcap must be a finite number > 0";

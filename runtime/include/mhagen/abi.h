@@ -25,6 +25,7 @@
  *   alibi_slopes [h]           ALiBi slope per head (alibi runtime)
  *   out      [B, Tq, h, dv]    attention output (sdpa, output, strided)
  *   out      [B, Tq, d]        layer output (layer, output, strided)
+ *   lse      [B, Tq, h]        log-sum-exp of each row (lse, output)
  * For op = layer, Tq is its token count T (it attends over its own tokens).
  * Within a token, heads and features are dense. Between tokens and between
  * batches of a "strided" tensor a stride (in elements) may be given, so
@@ -41,8 +42,9 @@ extern "C" {
 
 /** Bumped whenever mhagen_call_args or mhagen_kernel_desc change.
  * 2: k_scale/v_scale (kv_dtype = i8).
- * 3: sinks, alibi_slopes (score modifiers). */
-#define MHAGEN_ABI_VERSION 3
+ * 3: sinks, alibi_slopes (score modifiers).
+ * 4: lse (each row's log-sum-exp). */
+#define MHAGEN_ABI_VERSION 4
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
  * mhagen_last_error() holds the message. */
@@ -100,6 +102,11 @@ typedef struct mhagen_call_args {
    * ALiBi slope per query head. */
   const float *sinks;
   const float *alibi_slopes;
+
+  /* lse = true: out's second output, [B, Tq, h] f32, dense: each row's
+   * log(sum_j exp(s_ij)) over its visible scores (and its sink), -inf
+   * for a row that sees no key (docs/design.md §1, "Logsumexp"). */
+  float *lse;
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

@@ -36,6 +36,7 @@ struct AbiShape {
   Scalar kv = Scalar::F32;   ///< the spec's kv_dtype (K and V)
   bool sinks = false;        ///< sinks = learned
   bool alibiSlopes = false;  ///< alibi = runtime
+  bool lse = false;          ///< lse = true
 };
 
 /// A size symbol. Batch and the token counts come from the call; the
@@ -63,6 +64,7 @@ enum class Presence {
   KvScales,    ///< op = sdpa with kv_dtype = i8
   Sinks,       ///< any op with sinks = learned
   AlibiSlopes, ///< any op with alibi = runtime
+  Lse,         ///< any op with lse = true
 };
 
 /// How the runtime checks a tensor's contents (beyond size and pointer).

@@ -32,6 +32,7 @@ struct ManifestSpec {
   double softcap = 0;          ///< 0: none
   std::string alibi = "false"; ///< "false" | "true" (standard) | "runtime"
   bool sinks = false;          ///< sinks = learned (a `sinks` argument)
+  bool lse = false;            ///< lse = true (an `lse` output)
   int64_t T = 0, T_kv = 0, B = 0;
 };
 

@@ -112,6 +112,23 @@ int mhagen_call(const mhagen_kernel *k, const mhagen_call_args *args);
 int mhagen_kv_quantize_i8(const float *src, int64_t rows, int64_t width,
                           int8_t *dst, float *scales);
 
+/* ---- Partial results ---- */
+/** Merges two attention results of the same queries over disjoint sets of
+ * keys (two chunks of a KV cache, a cached prefix and new tokens, two
+ * ranks of ring attention), each from a kernel with lse = true, into the
+ * result over their union (docs/design.md §1, "Logsumexp"):
+ *   lse = log(e^lse_a + e^lse_b),
+ *   out = out_a e^(lse_a - lse) + out_b e^(lse_b - lse),
+ * row by row: `rows` rows (B * Tq * h) of `width` (dv) floats, dense, and
+ * one lse per row. A row whose two lse are -inf (no key in either) gets
+ * lse -inf and zeros. out and lse may alias out_a/lse_a (or _b): each row
+ * is read before it is written. A learned sink belongs to one of the two
+ * parts only. NaN in an lse, or +inf, is refused
+ * (MHAGEN_ERR_INVALID_ARGUMENT) and nothing is written. */
+int mhagen_merge_attention(int64_t rows, int64_t width, const float *out_a,
+                           const float *lse_a, const float *out_b,
+                           const float *lse_b, float *out, float *lse);
+
 #ifdef __cplusplus
 }
 #endif

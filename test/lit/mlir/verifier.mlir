@@ -292,3 +292,19 @@ func.func @negative_cap(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
          -> tensor<?x?x8x64xf32>
   return %r : tensor<?x?x8x64xf32>
 }
+
+// -----
+
+func.func @lse_per_kv_head(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
+                           %v: tensor<?x?x2x64xf32>, %o: tensor<?x?x8x64xf32>,
+                           %lse: tensor<?x?x2xf32>)
+    -> (tensor<?x?x8x64xf32>, tensor<?x?x2xf32>) {
+  // expected-error @+1 {{lse_init must be a tensor<BxTqx8xf32> (one per query row and head), got 'tensor<?x?x2xf32>'}}
+  %r:2 = mha.attention ins(%q, %k, %v : tensor<?x?x8x64xf32>,
+                           tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+           outs(%o : tensor<?x?x8x64xf32>) lse(%lse : tensor<?x?x2xf32>)
+           {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+            mask = #mha.mask<causal = false, window = 0, padding = false>}
+           -> tensor<?x?x8x64xf32>, tensor<?x?x2xf32>
+  return %r#0, %r#1 : tensor<?x?x8x64xf32>, tensor<?x?x2xf32>
+}

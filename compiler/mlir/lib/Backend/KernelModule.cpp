@@ -142,12 +142,16 @@ ModifierOperands modifierOperands(OpBuilder &b, Location loc,
   return m;
 }
 
-Value attention(OpBuilder &b, Location loc, const AttentionSpec &s,
-                Type resultType, Value q, Value k, Value v, Value lens,
-                const ModifierOperands &mods, Value init) {
+// The mha.attention op; with lseInit (lse = true) its second result is
+// each row's log-sum-exp.
+mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
+                           Type resultType, Value q, Value k, Value v,
+                           Value lens, const ModifierOperands &mods,
+                           Value init, Value lseInit = Value()) {
   const MaskSpec &m = s.mask;
   return b.create<mha::AttentionOp>(
-      loc, resultType, q, k, v, lens, mods.sinks, mods.slopes, init,
+      loc, resultType, lseInit ? lseInit.getType() : Type(), q, k, v, lens,
+      mods.sinks, mods.slopes, init, lseInit,
       b.getI64IntegerAttr(s.h), b.getI64IntegerAttr(s.n_kv),
       b.getF32FloatAttr(static_cast<float>(s.effectiveScale())),
       mha::MaskAttr::get(b.getContext(), m.causal, m.window, m.padding),
@@ -168,9 +172,14 @@ void sdpaBody(OpBuilder &b, Location loc, const AttentionSpec &s,
   Value vt = toTensor(b, loc, a["v"], false);
   Value lens = s.mask.padding ? toTensor(b, loc, a["kv_lens"], false) : Value();
   Value init = toTensor(b, loc, a["out"], true);
-  Value o = attention(b, loc, s, init.getType(), qt, kt, vt, lens,
-                      modifierOperands(b, loc, s, a), init);
-  storeResult(b, loc, o, a["out"]);
+  Value lseInit = s.lse ? toTensor(b, loc, a["lse"], true) : Value();
+  mha::AttentionOp o = attention(b, loc, s, init.getType(), qt, kt, vt, lens,
+                                 modifierOperands(b, loc, s, a), init, lseInit);
+  if (lseInit)
+    b.create<bufferization::MaterializeInDestinationOp>(
+        loc, TypeRange{}, o.getLse(), a["lse"], /*restrict=*/true,
+        /*writable=*/true);
+  storeResult(b, loc, o.getResult(), a["out"]);
 }
 
 // Batches are a sequential loop around the layer of one sequence: every op
@@ -210,8 +219,12 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
   auto par2 =
       SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel);
 
+  // lse = true: the log-sum-exp [B, T, h] is carried beside the output.
+  SmallVector<Value> carried = {init};
+  if (s.lse)
+    carried.push_back(toTensor(b, loc, a["lse"], true));
   auto loop = b.create<scf::ForOp>(
-      loc, c0, Bv, c1, ValueRange{init},
+      loc, c0, Bv, c1, carried,
       [&](OpBuilder &lb, Location l, Value bIv, ValueRange iter) {
         Value acc = iter[0];
         auto xRows = rows(D, et);
@@ -270,7 +283,13 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
               ArrayRef<OpFoldResult>{lb.getIndexAttr(1)});
         auto at = RankedTensorType::get({1, T, s.h, s.d_v}, f32);
         Value ae = lb.create<tensor::EmptyOp>(l, at, tDyn);
-        Value att = attention(lb, l, s, at, q, k, v, lb1, mods, ae);
+        Value lseBatch;
+        if (s.lse)
+          lseBatch = lb.create<tensor::EmptyOp>(
+              l, RankedTensorType::get({1, T, s.h}, f32), tDyn);
+        mha::AttentionOp attOp =
+            attention(lb, l, s, at, q, k, v, lb1, mods, ae, lseBatch);
+        Value att = attOp.getResult();
         // Merge heads, output projection (+ bias), back to the element type.
         Value merged = lb.create<tensor::CollapseShapeOp>(
             l, rows(hdv, f32), att,
@@ -296,9 +315,23 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
                                    lb.getIndexAttr(D)},
             ArrayRef<OpFoldResult>{lb.getIndexAttr(1), lb.getIndexAttr(1),
                                    lb.getIndexAttr(1)});
-        lb.create<scf::YieldOp>(l, ValueRange{next});
+        SmallVector<Value> yielded = {next};
+        if (s.lse)
+          yielded.push_back(lb.create<tensor::InsertSliceOp>(
+              l, attOp.getLse(), iter[1],
+              ArrayRef<OpFoldResult>{bIv, lb.getIndexAttr(0),
+                                     lb.getIndexAttr(0)},
+              ArrayRef<OpFoldResult>{lb.getIndexAttr(1), tSize,
+                                     lb.getIndexAttr(s.h)},
+              ArrayRef<OpFoldResult>{lb.getIndexAttr(1), lb.getIndexAttr(1),
+                                     lb.getIndexAttr(1)}));
+        lb.create<scf::YieldOp>(l, yielded);
       });
   (void)ot;
+  if (s.lse)
+    b.create<bufferization::MaterializeInDestinationOp>(
+        loc, TypeRange{}, loop.getResult(1), a["lse"], /*restrict=*/true,
+        /*writable=*/true);
   storeResult(b, loc, loop.getResult(0), a["out"]);
 }
 

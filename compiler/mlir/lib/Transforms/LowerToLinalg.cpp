@@ -104,6 +104,10 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     Value numKT = im.ceilDiv(Tkv, im.c(KT));
     Value offset = im.sub(Tkv, Tq); // query i sits at i + Tkv - Tq
 
+    // Shared outputs: the result, and with lse the log-sum-exp.
+    SmallVector<Value> shared = {op.getInit()};
+    if (Value lseInit = op.getLseInit())
+      shared.push_back(lseInit);
     auto forall = rw.create<scf::ForallOp>(
         loc,
         ArrayRef<OpFoldResult>{rw.getIndexAttr(0), rw.getIndexAttr(0),
@@ -111,11 +115,12 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
         ArrayRef<OpFoldResult>{B, rw.getIndexAttr(h), numQT},
         ArrayRef<OpFoldResult>{rw.getIndexAttr(1), rw.getIndexAttr(1),
                                rw.getIndexAttr(1)},
-        ValueRange{op.getInit()}, std::nullopt);
+        shared, std::nullopt);
     Block *body = forall.getBody();
     rw.setInsertionPointToStart(body);
     Value bIv = body->getArgument(0), hIv = body->getArgument(1),
           qtIv = body->getArgument(2), out = body->getArgument(3);
+    Value lseOut = op.getLseInit() ? body->getArgument(4) : Value();
     Value gIv = rw.create<arith::DivUIOp>(loc, hIv, im.c(group));
     Value q0 = im.mul(qtIv, im.c(QT));
     Value qRows = im.min(im.c(QT), im.sub(Tq, q0));
@@ -311,8 +316,26 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
         ArrayRef<OpFoldResult>{rw.getIndexAttr(0), rw.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{qRows, rw.getIndexAttr(dv)},
         ArrayRef<OpFoldResult>{rw.getIndexAttr(1), rw.getIndexAttr(1)});
+    // lse = m + log(l) of the valid rows.
+    Value lseRows;
+    if (lseOut) {
+      Value lseTile = computeLogSumExp(rw, loc, loop.getResult(1), lF);
+      lseRows = rw.create<tensor::ExtractSliceOp>(
+          loc, RankedTensorType::get({ShapedType::kDynamic}, f32), lseTile,
+          ArrayRef<OpFoldResult>{rw.getIndexAttr(0)},
+          ArrayRef<OpFoldResult>{qRows},
+          ArrayRef<OpFoldResult>{rw.getIndexAttr(1)});
+    }
     auto term = cast<scf::InParallelOp>(body->getTerminator());
     rw.setInsertionPointToStart(term.getBody());
+    if (lseOut)
+      rw.create<tensor::ParallelInsertSliceOp>(
+          loc, lseRows, lseOut,
+          ArrayRef<OpFoldResult>{bIv, q0, hIv},
+          ArrayRef<OpFoldResult>{rw.getIndexAttr(1), qRows,
+                                 rw.getIndexAttr(1)},
+          ArrayRef<OpFoldResult>(
+              SmallVector<OpFoldResult>(3, rw.getIndexAttr(1))));
     rw.create<tensor::ParallelInsertSliceOp>(
         loc, valid, out,
         ArrayRef<OpFoldResult>{bIv, q0, hIv, rw.getIndexAttr(0)},

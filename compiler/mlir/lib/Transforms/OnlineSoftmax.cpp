@@ -149,6 +149,29 @@ Value scaleAccumulator(OpBuilder &b, Location loc, Value alpha, Value acc) {
                  });
 }
 
+Value computeLogSumExp(OpBuilder &b, Location loc, Value m, Value l) {
+  Value init =
+      identityTensor(b, loc, cast<RankedTensorType>(m.getType()).getShape(),
+                     arith::AtomicRMWKind::addf);
+  return generic(
+      b, loc, init, ValueRange{m, l}, {id1(b), id1(b), id1(b)}, 1, 0,
+      [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+        Value zero = f32Constant(g, gl, 0.0f);
+        Value seen = g.create<arith::CmpFOp>(gl, arith::CmpFPredicate::OGT,
+                                             args[1], zero);
+        Value safe = g.create<arith::MaximumFOp>(gl, args[1],
+                                                 f32Constant(g, gl, kTinySum));
+        Value lse = g.create<arith::AddFOp>(
+            gl, args[0], g.create<math::LogOp>(gl, safe));
+        Type i32 = g.getI32Type();
+        Value negInf = g.create<arith::ConstantOp>(
+            gl, g.getI32IntegerAttr(static_cast<int32_t>(0xff800000u)));
+        Value bits = g.create<arith::SelectOp>(
+            gl, seen, g.create<arith::BitcastOp>(gl, i32, lse), negInf);
+        return g.create<arith::BitcastOp>(gl, g.getF32Type(), bits);
+      });
+}
+
 Value normalizeRows(OpBuilder &b, Location loc, Value acc, Value l, Value out) {
   return generic(
       b, loc, out, ValueRange{acc, l}, {id2(b), row2(b), id2(b)}, 2, 0,

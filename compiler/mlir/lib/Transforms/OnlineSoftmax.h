@@ -68,6 +68,11 @@ mlir::Value scaleAccumulator(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value normalizeRows(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::Value acc, mlir::Value l, mlir::Value out);
 
+/// lse = m + log(l) per row [QT], -inf where l = 0 (a row that saw no
+/// key). The -inf is selected as its bit pattern, in integers.
+mlir::Value computeLogSumExp(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Value m, mlir::Value l);
+
 } // namespace mhagen::mha
 
 #endif

@@ -45,12 +45,16 @@ public:
   mhagen_call_args args();
   /// The output, converted to f32.
   std::vector<float> output() const;
+  /// The `lse` output (spec lse = true; empty otherwise).
+  const std::vector<float> &lse() const { return lse_; }
   /// Reference output (f64 accumulation) for the given query tokens
   /// (empty = all); other rows are 0.
   /// exactKv: on K/V as generated, before they were stored as the spec's
   /// kv_dtype (else on the stored values, as the kernel sees them).
+  /// lse: also the reference's log-sum-exp, [B, Tq, h].
   std::vector<double> reference(const std::vector<int64_t> &rows,
-                                bool exactKv = false) const;
+                                bool exactKv = false,
+                                std::vector<double> *lse = nullptr) const;
   /// The tolerance check() holds the output to: toleranceFor(spec), plus
   /// for ALiBi the rounding of biased scores at this problem's sizes and
   /// slopes (withAlibiScores).
@@ -61,6 +65,9 @@ public:
   /// The same against the reference on K/V before storage: the error of
   /// the kv_dtype storage too, held to kvStorageTolerance.
   Comparison checkKvStorage(const std::vector<int64_t> &rows) const;
+  /// Compares lse() with the reference's log-sum-exp on those rows
+  /// (lseTolerance); ok() without an lse output.
+  Comparison checkLse(const std::vector<int64_t> &rows) const;
   /// Reference cost estimate in FLOPs for all rows (to decide sampling).
   double referenceFlops() const;
   const std::vector<int32_t> &kvLens() const { return lens_; }
@@ -98,6 +105,7 @@ private:
   std::map<std::string, Tensor> inputs_;
   std::vector<int32_t> lens_;
   std::vector<float> outF32_;
+  std::vector<float> lse_;
   std::vector<uint16_t> outBits_;
 };
 

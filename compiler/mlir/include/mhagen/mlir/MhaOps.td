@@ -21,6 +21,10 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (tensor<h x f32>): a logit per head that joins every row's softmax
     denominator as a key of value 0.
 
+    With `lse(%lse_init : tensor<?x?xhxf32>)` the op has a second result,
+    each row's log-sum-exp [B, Tq, h]: m + log(l) of its online softmax
+    (its sink included), -inf for a row that sees no key.
+
     ```mlir
     %o = mha.attention ins(%q, %k, %v : tensor<?x?x32x128xf32>,
                            tensor<?x?x8x128xf32>, tensor<?x?x8x128xf32>)
@@ -37,16 +41,20 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
                        Optional<AnyRankedTensor>:$sinks,
                        Optional<AnyRankedTensor>:$slopes,
                        AnyRankedTensor:$init,
+                       Optional<AnyRankedTensor>:$lse_init,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        F32Attr:$scale, Mha_MaskAttr:$mask,
                        OptionalAttr<F32Attr>:$softcap);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs AnyRankedTensor:$result,
+                     Optional<AnyRankedTensor>:$lse);
   let assemblyFormat = [{
     `ins` `(` $query `,` $key `,` $value `:` type($query) `,` type($key) `,`
     type($value) `)` (`kv_lens` `(` $kv_lens^ `:` type($kv_lens) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`slopes` `(` $slopes^ `:` type($slopes) `)`)?
-    `outs` `(` $init `:` type($init) `)` attr-dict `->` type($result)
+    `outs` `(` $init `:` type($init) `)`
+    (`lse` `(` $lse_init^ `:` type($lse_init) `)`)?
+    attr-dict `->` type($result) (`,` type($lse)^)?
   }];
   let hasVerifier = 1;
 }

@@ -61,6 +61,11 @@ struct SdpaArgs {
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   const int32_t *kvLens = nullptr; ///< required when the mask has padding
   ModifierArgs modifiers;
+  /// Also each computed row's log-sum-exp (docs/design.md §1,
+  /// "Logsumexp"): log(e^sink + sum_j e^s_ij) over the visible keys (and
+  /// the head's sink), -inf for a row that sees nothing; [B, Tq, h] like
+  /// the kernels' `lse` output (rows not computed are left 0).
+  std::vector<double> *lse = nullptr;
   /// Compute only these query tokens (others are left 0); null = all.
   const std::vector<int64_t> *rows = nullptr;
 };
@@ -76,6 +81,8 @@ struct LayerArgs {
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
   const int32_t *kvLens = nullptr;
   ModifierArgs modifiers;
+  /// Also each computed row's log-sum-exp, [B, T, h] (others left 0).
+  std::vector<double> *lse = nullptr;
   /// Compute only these tokens' outputs (others are left 0); null = all.
   const std::vector<int64_t> *rows = nullptr;
 };

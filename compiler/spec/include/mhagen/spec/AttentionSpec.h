@@ -91,6 +91,9 @@ struct AttentionSpec {
   std::optional<double> softcap; ///< unset: no cap; else C > 0
   AlibiSlopes alibi = AlibiSlopes::None;
   bool sinks = false; ///< `sinks = learned`: sinks [h] f32 at call time
+  /// `lse = true`: the kernel also writes lse [B, T_q, h] (f32), each
+  /// row's log-sum-exp of its scores (docs/design.md §1, "Logsumexp").
+  bool lse = false;
   Target target;      ///< where it runs
   Backend backend = Backend::Halide;
   std::optional<int64_t> T;    ///< static query length
