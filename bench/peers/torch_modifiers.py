@@ -2,9 +2,10 @@
 users of Gemma 2 or gpt-oss would pick instead of mhagen:
 
 - flex_attention under torch.compile, with a score_mod (softcap) and a
-  sliding-window block mask; gpt-oss's sink is applied the way
-  FlexAttention users do it, from the returned logsumexp:
-  out * sigmoid(lse - sink) (the sink joins the denominator);
+  sliding-window block mask; gpt-oss's sink as one extra key of value 0
+  that every query sees and whose score_mod returns the head's sink
+  (torch 2.15 cannot compile flex_attention's return_lse on the CPU, the
+  other way FlexAttention users add a sink: out * sigmoid(lse - sink));
 - "eager": the same math written out with an explicit float mask, scores
   materialised (what transformers' eager attention does);
 - SDPA with the explicit float mask (window only: SDPA cannot cap scores
@@ -75,22 +76,29 @@ def main(argv):
             visible = window_mask(t, window)
             float_mask = torch.where(visible, 0.0, float("-inf"))
 
+            # With a sink: key t (one past the last) has value 0, every
+            # query sees it, and its score is the head's sink.
+            tk = t + 1 if has_sinks else t
+            kf = torch.cat([k, torch.zeros(B, kv, 1, dk)], 2) if has_sinks else k
+            vf = torch.cat([v, torch.zeros(B, kv, 1, dk)], 2) if has_sinks else v
+
             def mask_mod(b, hh, qi, kj):
-                return (kj <= qi) & (kj > qi - window)
+                inside = (kj <= qi) & (kj > qi - window)
+                return inside | (kj == t) if has_sinks else inside
 
             def score_mod(s, b, hh, qi, kj):
-                return softcap * torch.tanh(s / softcap) if softcap else s
+                if softcap:
+                    s = softcap * torch.tanh(s / softcap)
+                if has_sinks:
+                    s = torch.where(kj == t, sinks[hh], s)
+                return s
 
-            block = create_block_mask(mask_mod, None, None, t, t, device="cpu")
+            block = create_block_mask(mask_mod, None, None, t, tk, device="cpu")
             flex = torch.compile(flex_attention)
 
             def run_flex():
-                if sinks is None:
-                    return flex(q, k, v, score_mod=score_mod, block_mask=block,
-                                scale=scale, enable_gqa=True)
-                o, lse = flex(q, k, v, block_mask=block, scale=scale,
-                              enable_gqa=True, return_lse=True)
-                return o * torch.sigmoid(lse - sinks.view(1, -1, 1)).unsqueeze(-1)
+                return flex(q, kf, vf, score_mod=score_mod, block_mask=block,
+                            scale=scale, enable_gqa=True)
 
             def run_eager():
                 return eager(q, k, v, visible, scale, softcap, sinks)
