@@ -135,7 +135,8 @@ std::unique_ptr<Problem> checkedProblem(benchmark::State &state,
   }
   std::vector<int64_t> rows = rowsToCheck(*p, 3e8);
   if (!p->check(rows).ok() ||
-      (spec.kv_dtype && !p->checkKvStorage(rows).ok())) {
+      (spec.kv_dtype && !p->checkKvStorage(rows).ok()) ||
+      !p->checkLse(rows).ok()) {
     state.SkipWithError("mhagen kernel disagrees with the reference");
     return nullptr;
   }
@@ -420,9 +421,10 @@ int main(int argc, char **argv) {
             ->MinTime(0.5);
       }
   // Each score modifier alone on S1 and S2 (issue 14: at most 10 % over
-  // the plain kernel, S1_f32/mhagen and S2_f32/mhagen above).
+  // the plain kernel, S1_f32/mhagen and S2_f32/mhagen above), and the
+  // log-sum-exp output.
   for (const Shape &sh : {kS1, kS2})
-    for (const char *mod : {"softcap", "alibi", "sinks"})
+    for (const char *mod : {"softcap", "alibi", "sinks", "lse"})
       for (int t : {1, 2}) {
         std::string name = std::string(sh.name) + "_f32_" + mod +
                            "/mhagen/threads:" + std::to_string(t);

@@ -380,8 +380,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
   if (s.lse) {
     // The row's (m, l) beside the value: the log-sum-exp m + log(l) is
     // taken from them once per row (logSumExp), not per channel.
-    const Expr mrow = split ? st.mergeMax(row, c / CB, t / TT, hd / HP, b)
-                            : rows(row, c / CB, t / TT, hd / HP, b)[CB];
+    const Expr mrow =
+        split ? Expr(st.mergeMax(row, c / CB, t / TT, hd / HP, b))
+              : Expr(rows(row, c / CB, t / TT, hd / HP, b)[CB]);
     st.out(c, hd, t, b) = Tuple(value, mrow, lsum);
   } else {
     st.out(c, hd, t, b) = value;
@@ -391,12 +392,13 @@ AttentionStages defineAttention(const AttentionSpec &s,
 
 Expr attentionValue(const AttentionSpec &s, const Func &out, const Expr &c,
                     const Expr &hd, const Expr &t, const Expr &b) {
-  return s.lse ? out(c, hd, t, b)[0] : out(c, hd, t, b);
+  return s.lse ? Expr(out(c, hd, t, b)[0]) : Expr(out(c, hd, t, b));
 }
 
 Expr logSumExp(const Expr &m, const Expr &l) {
-  const Expr bits = select(l > 0.0f, reinterpret<uint32_t>(m + log(max(l, kTinySum))),
-                           make_const(UInt(32), 0xff800000u)); // -inf
+  const Expr bits =
+      select(l > 0.0f, reinterpret<uint32_t>(m + log(max(l, kTinySum))),
+             cast<uint32_t>(Expr(0xff800000u))); // -inf
   return reinterpret<float>(bits);
 }
 

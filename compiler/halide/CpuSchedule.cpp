@@ -426,8 +426,9 @@ void scheduleRowOutputsCpu(Func out, Func lse, const AttentionVars &v,
   const int vw = static_cast<int>(get(p, "vector_width"));
   if (out.defined()) {
     Var tb("tb");
-    out.fuse(v.t, v.b, tb).parallel(tb).vectorize(v.c, vw,
-                                                   TailStrategy::GuardWithIf);
+    out.fuse(v.t, v.b, tb)
+        .parallel(tb)
+        .vectorize(v.c, vw, TailStrategy::GuardWithIf);
   }
   Var tb("lse_tb");
   lse.fuse(v.t, v.b, tb).parallel(tb);

@@ -108,8 +108,8 @@ const abi::TensorModel &outputModel(const AttentionSpec &s,
   for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s)))
     if (t->output && t->name == name)
       return *t;
-  throw BackendError("", "the ABI model has no output " + name +
-                             " for this op");
+  throw BackendError("",
+                     "the ABI model has no output " + name + " for this op");
 }
 
 } // namespace
@@ -189,8 +189,8 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     if (!s.lse) {
       Expr attention = bp.attention.out(v.c, v.hd, v.t, v.b);
       if (decodeTiles)
-        attention = select(bp.isDecode, bp.decode->out(v.c, v.hd, v.t, v.b),
-                           attention);
+        attention =
+            select(bp.isDecode, bp.decode->out(v.c, v.hd, v.t, v.b), attention);
       bp.output = Func("out");
       bp.output(v.c, v.hd, v.t, v.b) = fromF32(s, T, attention);
     } else {

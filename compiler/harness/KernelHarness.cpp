@@ -103,6 +103,10 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   uint32_t next = 1; // seeds in the model's order
   for (const abi::TensorModel *t : abi::tensors(shape)) {
     const size_t n = elementCount(*t, shape, size_);
+    if (t->output) { // out, and lse when the spec asks for it
+      (std::string(t->name) == "lse" ? lse_ : outF32_).assign(n, 0.0f);
+      continue;
+    }
     // Per-head f32 modifiers: sink logits around the scores' own range
     // (so a sink takes a visible share of each row), positive slopes.
     if (t->elem == abi::Elem::F32 && !t->isSequence()) {
@@ -115,10 +119,6 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
     // Scales come with their int8 tensor (its quantisation).
     if (t->elem != abi::Elem::Data && t->elem != abi::Elem::KvData)
       continue;
-    if (t->output) {
-      (std::string(t->name) == "lse" ? lse_ : outF32_).assign(n, 0.0f);
-      continue;
-    }
     auto it = amplitude.find(t->name);
     const float a = it == amplitude.end() ? 1.0f : it->second;
     const size_t row = static_cast<size_t>(abi::denseInnerElements(
@@ -260,7 +260,8 @@ Comparison Problem::checkLse(const std::vector<int64_t> &rows) const {
   for (int64_t b = 0; b < size_.B; ++b)
     for (int64_t t : rows)
       for (int64_t hd = 0; hd < spec_.h; ++hd) {
-        const size_t idx = static_cast<size_t>((b * size_.Tq + t) * spec_.h + hd);
+        const size_t idx =
+            static_cast<size_t>((b * size_.Tq + t) * spec_.h + hd);
         g.push_back(lse_[idx]);
         w.push_back(want[idx]);
       }

@@ -129,8 +129,7 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                   lt.rtol);
     text << buf;
   }
-  return cmp.ok() && (!storage || storage->ok()) && (!lse || lse->ok()) ? 0
-                                                                        : 1;
+  return cmp.ok() && (!storage || storage->ok()) && (!lse || lse->ok()) ? 0 : 1;
 }
 
 } // namespace mhagen

@@ -219,13 +219,12 @@ std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
     const int64_t len = kvLength(s, a.kvLens, b, a.Tkv);
     for (int64_t i = 0; i < h; ++i) {
       const int64_t g = i / (h / kv); // the shared key/value head
-      attendOneHead<Acc>(s, headModifiers(s, a.modifiers, i),
-                         &q[(b * a.Tq * h + i) * dk], h * dk,
-                         &k[(b * a.Tkv * kv + g) * dk], kv * dk,
-                         &v[(b * a.Tkv * kv + g) * dv], kv * dv, a.Tq, a.Tkv,
-                         len, &out[(b * a.Tq * h + i) * dv], h * dv,
-                         a.lse ? &(*a.lse)[(b * a.Tq) * h + i] : nullptr, h,
-                         rows);
+      attendOneHead<Acc>(
+          s, headModifiers(s, a.modifiers, i), &q[(b * a.Tq * h + i) * dk],
+          h * dk, &k[(b * a.Tkv * kv + g) * dk], kv * dk,
+          &v[(b * a.Tkv * kv + g) * dv], kv * dv, a.Tq, a.Tkv, len,
+          &out[(b * a.Tq * h + i) * dv], h * dv,
+          a.lse ? &(*a.lse)[(b * a.Tq) * h + i] : nullptr, h, rows);
     }
   }
   return out;
@@ -265,8 +264,7 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
                          &K[b * T * kv * dk + g * dk], kv * dk,
                          &V[b * T * kv * dv + g * dv], kv * dv, T, T, len,
                          &O[b * T * h * dv + i * dv], h * dv,
-                         a.lse ? &(*a.lse)[b * T * h + i] : nullptr, h,
-                         picked);
+                         a.lse ? &(*a.lse)[b * T * h + i] : nullptr, h, picked);
     }
   }
   // Merged heads [B*T, h*dv] x W_O [h*dv, d] (+ b_O).

@@ -288,9 +288,8 @@ bool AttentionSpec::operator==(const AttentionSpec &o) const {
          d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
          kv_dtype == o.kv_dtype && bias == o.bias && scale == o.scale &&
          softcap == o.softcap && alibi == o.alibi && sinks == o.sinks &&
-         lse == o.lse &&
-         target == o.target && backend == o.backend && T == o.T &&
-         T_kv == o.T_kv && B == o.B;
+         lse == o.lse && target == o.target && backend == o.backend &&
+         T == o.T && T_kv == o.T_kv && B == o.B;
 }
 
 } // namespace mhagen

@@ -40,9 +40,9 @@ SpecError::SpecError(std::vector<SpecDiagnostic> diags)
 
 const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
-      "op",     "d",        "h",    "kv",    "dk",      "dv",    "mask",
-      "dtype",  "kv_dtype", "bias", "scale", "softcap", "alibi", "sinks",
-      "lse",    "target", "backend",  "T",    "Tkv",   "B"};
+      "op",    "d",        "h",       "kv",    "dk",      "dv",    "mask",
+      "dtype", "kv_dtype", "bias",    "scale", "softcap", "alibi", "sinks",
+      "lse",   "target",   "backend", "T",     "Tkv",     "B"};
   return names;
 }
 

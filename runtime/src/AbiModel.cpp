@@ -343,8 +343,8 @@ std::string dimsText(const TensorModel &t) {
 }
 
 std::string docTable() {
-  static const char *when[] = {"sdpa",         "layer",       "layer, bias",
-                               "padding",      "kv_dtype i8", "sinks learned",
+  static const char *when[] = {"sdpa",          "layer",       "layer, bias",
+                               "padding",       "kv_dtype i8", "sinks learned",
                                "alibi runtime", "lse"};
   std::string out;
   for (const TensorModel &t : allTensors()) {

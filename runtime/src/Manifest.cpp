@@ -217,7 +217,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     onlyKnown(s, {"hash",  "semantic_key", "canonical", "op",    "d",
                   "h",     "d_k",          "d_v",       "n_kv",  "mask",
                   "dtype", "kv_dtype",     "bias",      "scale", "softcap",
-                  "alibi", "sinks", "lse",        "T",         "T_kv",  "B"},
+                  "alibi", "sinks",        "lse",       "T",     "T_kv",
+                  "B"},
               "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);

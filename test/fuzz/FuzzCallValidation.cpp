@@ -66,6 +66,12 @@ void setUp() {
     m.spec.causal = s.causal;
     m.spec.padding = s.padding;
     m.spec.bias = s.bias;
+    // Per-head modifiers and the lse output on some kernels: pointers the
+    // runtime must require there and refuse elsewhere.
+    const size_t i = gSymbols.size();
+    m.spec.sinks = i % 2 == 1;
+    m.spec.alibi = i % 3 == 1 ? "runtime" : "false";
+    m.spec.lse = i % 3 == 2;
     m.spec.dtype = "f32";
     m.spec.scale = 0.5;
     m.target = "avx2";
@@ -171,6 +177,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.kv_lens = r.take(1) % 2 && a.batch <= 8 ? gLens : nullptr;
   a.flags = r.take(1) % 8 == 0 ? static_cast<uint32_t>(r.take(4)) : 0;
   a.device_pointers = r.take(1) % 8 == 0;
+  // Last, so older corpus inputs decode as before.
+  a.sinks = static_cast<const float *>(pointer(r));
+  a.alibi_slopes = static_cast<const float *>(pointer(r));
+  a.lse = static_cast<float *>(const_cast<void *>(pointer(r)));
   int before = gCalls;
   int rc = mhagen_call(k, &a);
   if (rc == MHAGEN_OK) {

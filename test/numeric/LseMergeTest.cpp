@@ -34,8 +34,7 @@ struct Part {
 };
 
 // One call over keys [first, first + count) of the problem's K/V.
-Part callOnKeys(const Problem &full, Problem &p, int64_t first,
-                int64_t count) {
+Part callOnKeys(const Problem &full, Problem &p, int64_t first, int64_t count) {
   const AttentionSpec &s = p.spec();
   mhagen_call_args a = p.args();
   const int64_t Tkv = full.size().Tkv;
@@ -70,10 +69,10 @@ TEST(LseMerge, TwoHalvesMergeToTheWhole) {
       Part x = callOnKeys(p, p, 0, first);
       Part y = callOnKeys(p, p, first, size.Tkv - first);
       std::vector<float> out(x.out.size()), lse(x.lse.size());
-      ASSERT_EQ(mhagen_merge_attention(
-                    static_cast<int64_t>(x.lse.size()), s.d_v, x.out.data(),
-                    x.lse.data(), y.out.data(), y.lse.data(), out.data(),
-                    lse.data()),
+      ASSERT_EQ(mhagen_merge_attention(static_cast<int64_t>(x.lse.size()),
+                                       s.d_v, x.out.data(), x.lse.data(),
+                                       y.out.data(), y.lse.data(), out.data(),
+                                       lse.data()),
                 MHAGEN_OK)
           << mhagen_last_error();
       // Against the unsplit call: each half is within the kernel's
@@ -87,8 +86,8 @@ TEST(LseMerge, TwoHalvesMergeToTheWhole) {
       Comparison cl = compareToReference(
           lse, std::vector<double>(p.lse().begin(), p.lse().end()),
           lseTolerance(s));
-      EXPECT_TRUE(cl.ok()) << "lse, T_kv " << size.Tkv << " split at "
-                           << first << ": max |err| " << cl.maxAbsErr;
+      EXPECT_TRUE(cl.ok()) << "lse, T_kv " << size.Tkv << " split at " << first
+                           << ": max |err| " << cl.maxAbsErr;
     }
   }
 }

@@ -65,8 +65,8 @@ public:
                            << " Tq " << size_.Tq << " Tkv " << size_.Tkv
                            << ": max |err| " << cl.maxAbsErr << " at index "
                            << cl.worstIndex << ", " << cl.failures
-                           << " elements beyond " << tl.atol << " + "
-                           << tl.rtol << "*|ref|"
+                           << " elements beyond " << tl.atol << " + " << tl.rtol
+                           << "*|ref|"
                            << (cl.sawNaN ? " (NaN or Inf where the reference "
                                            "has none)"
                                          : "");

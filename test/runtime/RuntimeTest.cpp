@@ -613,14 +613,14 @@ TEST(MergeAttention, WeightsByLogSumExpAndHandlesEmptyParts) {
 TEST(MergeAttention, RefusesNaNAndNullWithoutWriting) {
   std::vector<float> o(2, 1.0f), l = {0.0f, std::nanf("")}, out(2, 7.0f),
                                  lse(1, 7.0f);
-  EXPECT_EQ(mhagen_merge_attention(2, 1, o.data(), l.data(), o.data(),
-                                   l.data(), out.data(), lse.data()),
+  EXPECT_EQ(mhagen_merge_attention(2, 1, o.data(), l.data(), o.data(), l.data(),
+                                   out.data(), lse.data()),
             MHAGEN_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(mhagen_last_error()).find("lse_a[1]"),
             std::string::npos);
   EXPECT_EQ(out[0], 7.0f);
-  EXPECT_EQ(mhagen_merge_attention(1, 1, nullptr, l.data(), o.data(),
-                                   l.data(), out.data(), lse.data()),
+  EXPECT_EQ(mhagen_merge_attention(1, 1, nullptr, l.data(), o.data(), l.data(),
+                                   out.data(), lse.data()),
             MHAGEN_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(mhagen_merge_attention(-1, 1, o.data(), l.data(), o.data(),
                                    l.data(), out.data(), lse.data()),

@@ -18,8 +18,8 @@
 // CHECK: %[[SEL:.*]] = arith.select %{{.*}}, %[[BITS]], %[[NEGINF]] : i32
 // CHECK: arith.bitcast %[[SEL]] : i32 to f32
 // CHECK: scf.forall.in_parallel
-// CHECK: tensor.parallel_insert_slice %{{.*}} into %[[O]]
-// CHECK: tensor.parallel_insert_slice %{{.*}} into %[[L]][%[[B]], %[[Q0]], %[[H]]] [1, %{{.*}}, 1] [1, 1, 1] : tensor<?xf32> into tensor<?x?x8xf32>
+// CHECK-DAG: tensor.parallel_insert_slice %{{.*}} into %[[L]][%[[B]], %[[Q0]], %[[H]]] [1, %{{.*}}, 1] [1, 1, 1] : tensor<?xf32> into tensor<?x?x8xf32>
+// CHECK-DAG: tensor.parallel_insert_slice %{{.*}} into %[[O]]
 // CHECK: return %[[R]]#0, %[[R]]#1
 func.func @with_lse(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
                     %v: tensor<?x?x2x64xf32>, %o: tensor<?x?x8x64xf32>,

@@ -146,13 +146,13 @@ ModifierOperands modifierOperands(OpBuilder &b, Location loc,
 // each row's log-sum-exp.
 mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
                            Type resultType, Value q, Value k, Value v,
-                           Value lens, const ModifierOperands &mods,
-                           Value init, Value lseInit = Value()) {
+                           Value lens, const ModifierOperands &mods, Value init,
+                           Value lseInit = Value()) {
   const MaskSpec &m = s.mask;
   return b.create<mha::AttentionOp>(
       loc, resultType, lseInit ? lseInit.getType() : Type(), q, k, v, lens,
-      mods.sinks, mods.slopes, init, lseInit,
-      b.getI64IntegerAttr(s.h), b.getI64IntegerAttr(s.n_kv),
+      mods.sinks, mods.slopes, init, lseInit, b.getI64IntegerAttr(s.h),
+      b.getI64IntegerAttr(s.n_kv),
       b.getF32FloatAttr(static_cast<float>(s.effectiveScale())),
       mha::MaskAttr::get(b.getContext(), m.causal, m.window, m.padding),
       s.softcap ? b.getF32FloatAttr(static_cast<float>(*s.softcap))

@@ -330,10 +330,8 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     rw.setInsertionPointToStart(term.getBody());
     if (lseOut)
       rw.create<tensor::ParallelInsertSliceOp>(
-          loc, lseRows, lseOut,
-          ArrayRef<OpFoldResult>{bIv, q0, hIv},
-          ArrayRef<OpFoldResult>{rw.getIndexAttr(1), qRows,
-                                 rw.getIndexAttr(1)},
+          loc, lseRows, lseOut, ArrayRef<OpFoldResult>{bIv, q0, hIv},
+          ArrayRef<OpFoldResult>{rw.getIndexAttr(1), qRows, rw.getIndexAttr(1)},
           ArrayRef<OpFoldResult>(
               SmallVector<OpFoldResult>(3, rw.getIndexAttr(1))));
     rw.create<tensor::ParallelInsertSliceOp>(

@@ -161,8 +161,8 @@ Value computeLogSumExp(OpBuilder &b, Location loc, Value m, Value l) {
                                              args[1], zero);
         Value safe = g.create<arith::MaximumFOp>(gl, args[1],
                                                  f32Constant(g, gl, kTinySum));
-        Value lse = g.create<arith::AddFOp>(
-            gl, args[0], g.create<math::LogOp>(gl, safe));
+        Value lse = g.create<arith::AddFOp>(gl, args[0],
+                                            g.create<math::LogOp>(gl, safe));
         Type i32 = g.getI32Type();
         Value negInf = g.create<arith::ConstantOp>(
             gl, g.getI32IntegerAttr(static_cast<int32_t>(0xff800000u)));

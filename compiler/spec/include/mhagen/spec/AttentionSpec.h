@@ -94,7 +94,7 @@ struct AttentionSpec {
   /// `lse = true`: the kernel also writes lse [B, T_q, h] (f32), each
   /// row's log-sum-exp of its scores (docs/design.md §1, "Logsumexp").
   bool lse = false;
-  Target target;      ///< where it runs
+  Target target; ///< where it runs
   Backend backend = Backend::Halide;
   std::optional<int64_t> T;    ///< static query length
   std::optional<int64_t> T_kv; ///< static key/value length
