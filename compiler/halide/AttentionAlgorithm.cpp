@@ -380,9 +380,8 @@ AttentionStages defineAttention(const AttentionSpec &s,
   if (s.lse) {
     // The row's (m, l) beside the value: the log-sum-exp m + log(l) is
     // taken from them once per row (logSumExp), not per channel.
-    const Expr mrow =
-        split ? Expr(st.mergeMax(row, c / CB, t / TT, hd / HP, b))
-              : Expr(rows(row, c / CB, t / TT, hd / HP, b)[CB]);
+    const Expr mrow = split ? Expr(st.mergeMax(row, c / CB, t / TT, hd / HP, b))
+                            : Expr(rows(row, c / CB, t / TT, hd / HP, b)[CB]);
     st.out(c, hd, t, b) = Tuple(value, mrow, lsum);
   } else {
     st.out(c, hd, t, b) = value;
