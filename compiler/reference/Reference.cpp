@@ -38,41 +38,27 @@ std::vector<float> mergeHeads(const std::vector<float> &x, int64_t B, int64_t T,
 template <typename Acc>
 std::vector<Acc> softmax(const std::vector<Acc> &scores,
                          const std::vector<bool> &visible) {
-  std::vector<Acc> p(scores.size(), Acc(0));
-  Acc mx = -std::numeric_limits<Acc>::infinity();
-  bool any = false;
-  for (size_t j = 0; j < scores.size(); ++j)
-    if (visible[j]) {
-      mx = std::max(mx, scores[j]);
-      any = true;
-    }
-  if (!any)
-    return p; // a fully masked row outputs zeros, not NaN
-  Acc sum = 0;
-  for (size_t j = 0; j < scores.size(); ++j)
-    if (visible[j]) {
-      p[j] = std::exp(scores[j] - mx);
-      sum += p[j];
-    }
-  for (auto &x : p)
-    x /= sum;
-  return p;
+  return softmaxWithSink<Acc>(scores, visible, nullptr);
 }
 
 template <typename Acc>
 std::vector<Acc> softmaxWithSink(const std::vector<Acc> &scores,
                                  const std::vector<bool> &visible,
                                  const Acc *sink) {
-  if (!sink)
-    return softmax(scores, visible);
-  // The sink joins the max and the sum; its probability is dropped (its
-  // value is 0). A row with no visible key outputs zeros.
+  // A sink joins the max and the sum; its probability is dropped (its
+  // value is 0). A row with nothing visible (and no sink) outputs zeros,
+  // not NaN.
   std::vector<Acc> p(scores.size(), Acc(0));
-  Acc mx = *sink;
+  Acc mx = sink ? *sink : -std::numeric_limits<Acc>::infinity();
+  bool any = sink != nullptr;
   for (size_t j = 0; j < scores.size(); ++j)
-    if (visible[j])
+    if (visible[j]) {
       mx = std::max(mx, scores[j]);
-  Acc sum = std::exp(*sink - mx);
+      any = true;
+    }
+  if (!any)
+    return p;
+  Acc sum = sink ? std::exp(*sink - mx) : Acc(0);
   for (size_t j = 0; j < scores.size(); ++j)
     if (visible[j]) {
       p[j] = std::exp(scores[j] - mx);
