@@ -13,13 +13,15 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
     abi::scalarFromName(toString(t), x);
     return x;
   };
-  abi::AbiShape shape{s.op == Op::Layer, s.d, s.h, s.n_kv, s.d_k, s.d_v, s.bias,
-                      s.mask.padding};
+  abi::AbiShape shape{
+      s.op == Op::Layer,  s.d, s.h, s.n_kv, s.d_k, s.d_v, s.bias,
+      s.mask.hasPadding()};
   shape.data = scalar(kvTypeOf(s.dtype));
   shape.kv = scalar(s.kvType());
   shape.sinks = s.sinks;
   shape.alibiSlopes = s.alibi == AlibiSlopes::Runtime;
   shape.lse = s.lse;
+  shape.scale = s.scaleAtRuntime;
   return shape;
 }
 

@@ -42,12 +42,14 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
   m.spec.d_v = s.d_v;
   m.spec.n_kv = s.n_kv;
   m.spec.causal = s.mask.isCausal();
-  m.spec.window = s.mask.window;
-  m.spec.padding = s.mask.padding;
+  m.spec.window = s.mask.isUnion() ? 0 : s.mask.single().window;
+  m.spec.padding = s.mask.hasPadding();
+  m.spec.maskExpr = s.mask.str();
   m.spec.dtype = toString(s.dtype);
   m.spec.kv_dtype = toString(s.kvType());
   m.spec.bias = s.bias;
-  m.spec.scale = s.effectiveScale();
+  m.spec.scaleAtRuntime = s.scaleAtRuntime;
+  m.spec.scale = s.scaleAtRuntime ? 0.0 : s.effectiveScale();
   m.spec.softcap = s.softcap.value_or(0.0);
   m.spec.alibi = toString(s.alibi);
   m.spec.sinks = s.sinks;

@@ -106,7 +106,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Var &i = v.i, &j = v.j, &c = v.c, &kt = v.kt, &qo = v.qo, &ho = v.ho,
             &b = v.b, &cb = v.cb, &g = v.g, &hd = v.hd;
   const Expr Tq = in.tq, Tkv = in.tkv;
-  const float scale = static_cast<float>(s.effectiveScale());
+  const Expr scale = in.scale.defined()
+                         ? in.scale
+                         : Expr(static_cast<float>(s.effectiveScale()));
   auto name = [&](const char *n) { return tiles.prefix + n; };
 
   // Row i of a tile: head ho*HP + i%HP, token qo*TT + i/HP. Tokens past
@@ -126,13 +128,26 @@ AttentionStages defineAttention(const AttentionSpec &s,
   st.rowPos = Func(name("row_pos"));
   st.rowPos(i, qo) = pos;
   const Expr rowPos = st.rowPos(i, qo);
+  // A union of conjunctions: visible under some clause.
+  auto andAlso = [](const Expr &a, const Expr &c) {
+    return a.defined() ? a && c : c;
+  };
+  Expr anyClause;
+  for (const MaskClause &c : s.mask.anyOf) {
+    Expr v;
+    if (c.isCausal())
+      v = andAlso(v, key <= rowPos);
+    if (c.window > 0)
+      v = andAlso(v, key > rowPos - static_cast<int>(c.window));
+    if (c.padding)
+      v = andAlso(v, key < in.kvLen(b));
+    if (c.sink > 0)
+      v = andAlso(v, key < static_cast<int>(c.sink));
+    anyClause = anyClause.defined() ? anyClause || v : v;
+  }
   Expr visible = key < Tkv;
-  if (s.mask.isCausal())
-    visible = visible && key <= rowPos;
-  if (s.mask.window > 0)
-    visible = visible && key > rowPos - static_cast<int>(s.mask.window);
-  if (s.mask.padding)
-    visible = visible && key < in.kvLen(b);
+  if (anyClause.defined())
+    visible = visible && anyClause;
 
   // The score modifiers (docs/design.md §2), on the scaled score of row i
   // and key `key`: softcap, then the ALiBi bias slope * (key - pos). The
@@ -251,23 +266,54 @@ AttentionStages defineAttention(const AttentionSpec &s,
 
   // The key tiles a query tile must visit: the mask hides the rest
   // completely, so they are never computed (causal costs about half).
+  // Each conjunction of the mask leaves one range of tiles [lo, hi], by the
+  // rule of docs/design.md §2 "Tile skipping" (clauseKeyTiles); a union
+  // scans the hull of its ranges and skips the tiles in none of them.
   const Expr numKeyTiles = (Tkv + KT - 1) / KT;
   const Expr firstToken = qo * TT;
   const Expr lastToken = min(qo * TT + TT - 1, Tq - 1);
-  Expr hi = numKeyTiles - 1;
-  Expr lo = 0;
-  if (s.mask.isCausal())
-    hi = min(hi, (lastToken + (Tkv - Tq)) / KT); // floor division
-  // Without the padding limit: what split-KV divides into chunks (a
-  // length loaded from memory in the chunk size trips a Halide 14
-  // simplifier error; chunks past the padding length are empty).
-  const Expr hiUnpadded = hi;
-  if (s.mask.padding)
-    hi = min(hi, (in.kvLen(b) - 1) / KT);
-  if (s.mask.window > 0)
-    lo =
-        max(0, (firstToken + (Tkv - Tq) - static_cast<int>(s.mask.window) + 1) /
-                   KT);
+  const Expr firstPos = firstToken + (Tkv - Tq);
+  const Expr lastPos = lastToken + (Tkv - Tq);
+  struct TileRange {
+    Expr lo, hi, hiUnpadded;
+  };
+  std::vector<TileRange> ranges;
+  for (const MaskClause &c : s.mask.anyOf) {
+    TileRange r{0, numKeyTiles - 1, Expr()};
+    if (c.isCausal())
+      r.hi = min(r.hi, lastPos / KT); // floor division
+    if (c.sink > 0)
+      r.hi = min(r.hi, static_cast<int>((c.sink - 1) / KT));
+    // Without the padding limit: what split-KV divides into chunks (a
+    // length loaded from memory in the chunk size trips a Halide 14
+    // simplifier error; chunks past the padding length are empty).
+    r.hiUnpadded = r.hi;
+    if (c.padding)
+      r.hi = min(r.hi, (in.kvLen(b) - 1) / KT);
+    if (c.window > 0)
+      r.lo = max(0, (firstPos - static_cast<int>(c.window) + 1) / KT);
+    ranges.push_back(r);
+  }
+  Expr lo = 0, hi = numKeyTiles - 1, hiUnpadded = hi;
+  Expr inSomeRange; // a union: the tile lies in some clause's range
+  if (!ranges.empty()) {
+    lo = ranges[0].lo;
+    hi = ranges[0].hi;
+    hiUnpadded = ranges[0].hiUnpadded;
+  }
+  for (size_t k = 1; k < ranges.size(); ++k) {
+    lo = min(lo, ranges[k].lo);
+    hi = max(hi, ranges[k].hi);
+    hiUnpadded = max(hiUnpadded, ranges[k].hiUnpadded);
+  }
+  auto inRanges = [&](const Expr &tile) {
+    Expr any;
+    for (const TileRange &r : ranges) {
+      Expr in = tile >= r.lo && tile <= r.hi;
+      any = any.defined() ? any || in : in;
+    }
+    return any;
+  };
   // Split-KV: chunk sp of `splits` covers key tiles lo + sp*chunk ...,
   // at most `chunk` of them. The count comes from the call's sizes: enough
   // chunks that B x head blocks x query tiles x chunks reaches the target
@@ -295,11 +341,16 @@ AttentionStages defineAttention(const AttentionSpec &s,
     const Expr chunk = max(1, (hiUnpadded - lo + st.splits) / st.splits);
     st.rt = RDom(0, (numKeyTiles + st.splits - 1) / st.splits, name("rt"));
     keyTile = lo + sp * chunk + st.rt;
-    st.rt.where(st.rt < chunk && keyTile <= hi);
+    Expr scan = st.rt < chunk && keyTile <= hi;
+    if (s.mask.isUnion())
+      scan = scan && inRanges(keyTile);
+    st.rt.where(scan);
   } else {
     st.rt = RDom(0, numKeyTiles, name("rt"));
     keyTile = lo + st.rt;
-    if (s.mask.isCausal() || s.mask.padding || s.mask.window > 0)
+    if (s.mask.isUnion())
+      st.rt.where(keyTile <= hi && inRanges(keyTile));
+    else if (!s.mask.isNone())
       st.rt.where(keyTile <= hi);
   }
 

@@ -75,6 +75,9 @@ struct AttentionInputs {
   /// (alibi = true: the standard slopes, compiled in; runtime: a call
   /// argument). Undefined when the spec has no such modifier.
   Halide::Func sink, slope;
+  /// scale = runtime: the call's scale (a load of its one-element
+  /// argument); undefined: the spec's compiled-in scale.
+  Halide::Expr scale;
 };
 
 /// Every stage of the fused (flash) attention, for scheduling.

@@ -136,12 +136,15 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
   bp.args.assign(params.inOrder.begin(), params.inOrder.end());
 
   hl::AttentionInputs in;
-  if (s.mask.padding) {
+  if (s.mask.hasPadding()) {
     bp.kvLens = param("kv_lens"); // one length per batch
     in.kvLen(v.b) = bp.kvLens(v.b);
     in.hasKvLen = true;
   }
 
+  // scale = runtime: the call's one-element argument.
+  if (s.scaleAtRuntime)
+    in.scale = param("scale")(0);
   // Score modifiers: learned sinks and runtime slopes are call arguments;
   // the standard ALiBi slopes are constants embedded in the kernel.
   if (s.sinks)

@@ -109,8 +109,20 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
     }
     // Per-head f32 modifiers: sink logits around the scores' own range
     // (so a sink takes a visible share of each row), positive slopes.
+    // A runtime scale: the compiled-in default times a factor in
+    // [0.5, 2] (or Options::scale), so each call checks another scale.
     if (t->elem == abi::Elem::F32 && !t->isSequence()) {
-      const bool sinks = std::string(t->name) == "sinks";
+      const std::string name = t->name;
+      const bool sinks = name == "sinks";
+      if (name == "scale") {
+        const double base = s.effectiveScale();
+        inputs_[t->name] = make(n, static_cast<float>(0.5 * base),
+                                static_cast<float>(2.0 * base), seed + next++,
+                                abi::Scalar::F32, n, nullptr, false);
+        if (o.scale > 0)
+          inputs_[t->name].f32.assign(n, static_cast<float>(o.scale));
+        continue;
+      }
       inputs_[t->name] =
           make(n, sinks ? -2.0f : 0.01f, sinks ? 3.0f : 0.5f, seed + next++,
                abi::Scalar::F32, n, nullptr, false);
@@ -132,11 +144,42 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   }
   if (s.dtype != DType::F32)
     outBits_.assign(outF32_.size(), 0);
-  if (s.mask.padding) {
+  if (s.mask.hasPadding()) {
     std::mt19937 rng(seed + 10);
     std::uniform_int_distribution<int64_t> u(1, Tkv);
     for (int64_t b = 0; b < B; ++b)
       lens_.push_back(static_cast<int32_t>(o.kvLen >= 0 ? o.kvLen : u(rng)));
+  }
+}
+
+void Problem::setInput(const std::string &name,
+                       const std::vector<float> &values) {
+  auto it = inputs_.find(name);
+  if (it == inputs_.end())
+    throw std::invalid_argument("this kernel has no input " + name);
+  Tensor &t = it->second;
+  if (values.size() != t.f32.size())
+    throw std::invalid_argument(name + " needs " +
+                                std::to_string(t.f32.size()) + " values, got " +
+                                std::to_string(values.size()));
+  if (!t.i8.empty())
+    throw std::invalid_argument(name + " is stored as int8: set its values "
+                                       "before quantisation");
+  if (!t.exact.empty())
+    t.exact = values;
+  t.f32 = values;
+  if (!t.bits.empty()) {
+    // The tensor's storage type: the spec's dtype (K/V: its kv_dtype).
+    const abi::AbiShape shape = backend::abiShapeOf(spec_);
+    abi::Scalar x = abi::Scalar::F32;
+    for (const abi::TensorModel *m : abi::tensors(shape))
+      if (name == m->name)
+        x = abi::scalarOf(*m, shape);
+    const bool bf = x == abi::Scalar::BF16;
+    for (size_t i = 0; i < values.size(); ++i) {
+      t.bits[i] = bf ? floatToBf16(values[i]) : floatToF16(values[i]);
+      t.f32[i] = bf ? bf16ToFloat(t.bits[i]) : f16ToFloat(t.bits[i]);
+    }
   }
 }
 
@@ -240,6 +283,7 @@ ref::ModifierArgs Problem::modifierArgs() const {
   ref::ModifierArgs m;
   m.sinks = input("sinks"); // nullptr when the spec has none
   m.alibiSlopes = input("alibi_slopes");
+  m.scale = input("scale");
   return m;
 }
 
@@ -333,7 +377,7 @@ double nominalFlops(const AttentionSpec &s, const ProblemSize &z) {
 double usefulFlops(const AttentionSpec &s, const ProblemSize &z,
                    const std::vector<int32_t> &kvLens) {
   CostReport r = computeCost(s, z.Tq, z.Tkv, z.B);
-  if (!s.mask.padding || kvLens.empty())
+  if (!s.mask.hasPadding() || kvLens.empty())
     return r.flopsTotal;
   // Count visible pairs with the actual lengths.
   const int64_t Tkv = s.op == Op::Layer ? z.Tq : z.Tkv;

@@ -95,11 +95,18 @@ std::vector<Acc> project(const float *x, int64_t rows, int64_t in,
 struct HeadModifiers {
   std::optional<double> sink;
   double slope = 0; ///< ALiBi slope; 0 without ALiBi
+  double scale = 0; ///< the score scale (compiled in or the call's)
 };
 
 static HeadModifiers headModifiers(const AttentionSpec &s,
                                    const ModifierArgs &m, int64_t head) {
   HeadModifiers hm;
+  hm.scale = s.effectiveScale();
+  if (s.scaleAtRuntime) {
+    if (!m.scale)
+      throw std::invalid_argument("reference: scale = runtime but no scale");
+    hm.scale = *m.scale; // the kernels compute with this f32 value
+  }
   if (s.sinks) {
     if (!m.sinks)
       throw std::invalid_argument("reference: sinks = learned but no sinks");
@@ -124,7 +131,7 @@ static void attendOneHead(const AttentionSpec &s, const HeadModifiers &hm,
                           int64_t Tq, int64_t Tkv, int64_t kvLen, Acc *out,
                           int64_t outStride, double *lse, int64_t lseStride,
                           const std::vector<int64_t> &rows) {
-  const Acc scale = static_cast<Acc>(s.effectiveScale());
+  const Acc scale = static_cast<Acc>(hm.scale);
   const Acc sink = hm.sink ? static_cast<Acc>(*hm.sink) : Acc(0);
   std::vector<Acc> scores(static_cast<size_t>(Tkv));
   std::vector<bool> visible(static_cast<size_t>(Tkv));
@@ -183,7 +190,7 @@ static std::vector<int64_t> rowsOrAll(const std::vector<int64_t> *rows,
 
 static int64_t kvLength(const AttentionSpec &s, const int32_t *kvLens,
                         int64_t b, int64_t Tkv) {
-  if (!s.mask.padding)
+  if (!s.mask.hasPadding())
     return Tkv;
   if (!kvLens)
     throw std::invalid_argument("reference: mask has padding but no kvLens");

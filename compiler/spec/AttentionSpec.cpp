@@ -1,9 +1,12 @@
 #include "mhagen/spec/AttentionSpec.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <sstream>
+#include <tuple>
 
 namespace mhagen {
 
@@ -95,8 +98,33 @@ std::string Target::str() const {
   return "?";
 }
 
-std::string MaskSpec::str() const {
-  if (isNone())
+// --- Masks ----------------------------------------------------------------
+
+bool MaskClause::weakerThan(const MaskClause &o) const {
+  // Each of this clause's terms must already hold under `o`.
+  if (causal && !o.isCausal())
+    return false;
+  if (window > 0 && !(o.window > 0 && o.window <= window))
+    return false;
+  if (padding && !o.padding)
+    return false;
+  if (sink > 0 && !(o.sink > 0 && o.sink <= sink))
+    return false;
+  return true;
+}
+
+bool MaskClause::operator<(const MaskClause &o) const {
+  // The canonical order of clauses (any fixed order would do): causal
+  // ones first, then by window, sink and padding.
+  auto key = [](const MaskClause &c) {
+    return std::make_tuple(!c.isCausal(), c.window == 0 ? INT64_MAX : c.window,
+                           c.sink == 0 ? INT64_MAX : c.sink, c.padding);
+  };
+  return key(*this) < key(o);
+}
+
+std::string MaskClause::str() const {
+  if (isTrue())
     return "none";
   std::string s;
   auto add = [&](const std::string &term) {
@@ -110,11 +138,13 @@ std::string MaskSpec::str() const {
     add("window(" + std::to_string(window) + ")");
   if (padding)
     add("padding");
+  if (sink > 0)
+    add("sink(" + std::to_string(sink) + ")");
   return s;
 }
 
-std::string MaskSpec::shortName() const {
-  if (isNone())
+std::string MaskClause::shortName() const {
+  if (isTrue())
     return "none";
   std::string s;
   auto add = [&](const std::string &term) {
@@ -128,6 +158,76 @@ std::string MaskSpec::shortName() const {
     add("win" + std::to_string(window));
   if (padding)
     add("pad");
+  if (sink > 0)
+    add("sink" + std::to_string(sink));
+  return s;
+}
+
+MaskSpec MaskSpec::of(const MaskClause &c) {
+  MaskSpec m;
+  m.anyOf.push_back(c);
+  m.normalize();
+  return m;
+}
+
+bool MaskSpec::isCausal() const {
+  if (anyOf.empty())
+    return false;
+  for (const MaskClause &c : anyOf)
+    if (!c.isCausal())
+      return false;
+  return true;
+}
+
+bool MaskSpec::hasPadding() const {
+  for (const MaskClause &c : anyOf)
+    if (c.padding)
+      return true;
+  return false;
+}
+
+void MaskSpec::normalize() {
+  std::vector<MaskClause> kept;
+  for (MaskClause c : anyOf) {
+    if (c.window > 0)
+      c.causal = false; // window implies causal; canonical form drops it
+    if (c.isTrue()) {   // a union with `none` in it shows every key
+      anyOf.clear();
+      return;
+    }
+    kept.push_back(c);
+  }
+  // Drop each clause that a different clause (or an equal one kept
+  // earlier) already covers: c | d == c when d implies c.
+  std::vector<MaskClause> out;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    bool covered = false;
+    for (size_t j = 0; j < kept.size() && !covered; ++j)
+      if (i != j && kept[j].weakerThan(kept[i]) &&
+          (!(kept[i] == kept[j]) || j < i))
+        covered = true;
+    if (!covered)
+      out.push_back(kept[i]);
+  }
+  std::sort(out.begin(), out.end());
+  anyOf = out;
+}
+
+std::string MaskSpec::str() const {
+  if (isNone())
+    return "none";
+  std::string s;
+  for (const MaskClause &c : anyOf)
+    s += (s.empty() ? "" : " | ") + c.str();
+  return s;
+}
+
+std::string MaskSpec::shortName() const {
+  if (isNone())
+    return "none";
+  std::string s;
+  for (const MaskClause &c : anyOf)
+    s += (s.empty() ? "" : "_or_") + c.shortName();
   return s;
 }
 
@@ -187,6 +287,8 @@ std::string AttentionSpec::canonical() const {
   os << "  bias = " << (bias ? "true" : "false") << "\n";
   if (scale)
     os << "  scale = " << formatDouble(*scale) << "\n";
+  if (scaleAtRuntime)
+    os << "  scale = runtime\n";
   if (softcap)
     os << "  softcap = " << formatValue(*softcap) << "\n";
   if (alibi != AlibiSlopes::None)
@@ -211,8 +313,9 @@ std::string AttentionSpec::semanticKey() const {
   std::ostringstream os;
   os << "op=" << toString(op) << ";d=" << d << ";h=" << h << ";kv=" << n_kv
      << ";dk=" << d_k << ";dv=" << d_v << ";mask=" << mask.str()
-     << ";dtype=" << toString(dtype) << ";bias=" << (bias ? 1 : 0)
-     << ";scale=" << formatDouble(effectiveScale());
+     << ";dtype=" << toString(dtype) << ";bias=" << (bias ? 1 : 0) << ";scale="
+     << (scaleAtRuntime ? std::string("runtime")
+                        : formatDouble(effectiveScale()));
   if (kv_dtype) // absent when K/V are stored as dtype: old keys unchanged
     os << ";kv_dtype=" << toString(*kv_dtype);
   // Score modifiers: absent when unset, so older keys stay as they were.
@@ -270,6 +373,8 @@ std::string AttentionSpec::derivedName() const {
     os << "_lse";
   if (scale)
     os << "_s" << hash().substr(0, 6); // a non-default scale changes the math
+  if (scaleAtRuntime)
+    os << "_srt";
   if (T)
     os << "_T" << *T;
   if (T_kv)
@@ -287,9 +392,10 @@ bool AttentionSpec::operator==(const AttentionSpec &o) const {
   return name == o.name && op == o.op && d == o.d && h == o.h && d_k == o.d_k &&
          d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
          kv_dtype == o.kv_dtype && bias == o.bias && scale == o.scale &&
-         softcap == o.softcap && alibi == o.alibi && sinks == o.sinks &&
-         lse == o.lse && target == o.target && backend == o.backend &&
-         T == o.T && T_kv == o.T_kv && B == o.B;
+         scaleAtRuntime == o.scaleAtRuntime && softcap == o.softcap &&
+         alibi == o.alibi && sinks == o.sinks && lse == o.lse &&
+         target == o.target && backend == o.backend && T == o.T &&
+         T_kv == o.T_kv && B == o.B;
 }
 
 } // namespace mhagen

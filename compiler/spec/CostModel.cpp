@@ -14,16 +14,58 @@ namespace mhagen {
 static constexpr int64_t kReportQueryTile = 64;
 static constexpr int64_t kReportKeyTile = 32;
 
+// Length of the union of closed ranges (sorted and merged).
+template <typename Range> static int64_t unionLength(std::vector<Range> rs) {
+  std::sort(rs.begin(), rs.end(),
+            [](const Range &a, const Range &b) { return a.lo < b.lo; });
+  int64_t covered = 0, end = INT64_MIN; // last index counted
+  for (const Range &r : rs) {
+    if (r.empty())
+      continue;
+    const int64_t lo = std::max(r.lo, end == INT64_MIN ? r.lo : end + 1);
+    if (r.hi >= lo)
+      covered += r.hi - lo + 1;
+    end = std::max(end, r.hi);
+  }
+  return covered;
+}
+
 int64_t visitedPairs(const MaskSpec &m, int64_t Tq, int64_t Tkv) {
-  if (!m.isCausal())
+  if (m.isNone())
     return Tq * Tkv;
   int64_t count = 0;
   for (int64_t i = 0; i < Tq; ++i) {
     const int64_t pos = i + Tkv - Tq;
-    int64_t hi = std::min(pos, Tkv - 1);
-    int64_t lo = m.window > 0 ? std::max<int64_t>(0, pos - m.window + 1) : 0;
-    if (hi >= lo)
-      count += hi - lo + 1;
+    // Each clause shows one range of keys to a row; with tiles of one key
+    // and one query the tile ranges are those key ranges.
+    std::vector<KeyTileRange> keys;
+    for (const MaskClause &c : m.anyOf)
+      keys.push_back(clauseKeyTiles(c, pos, pos, Tkv, Tkv, 1));
+    count += unionLength(keys);
+  }
+  return count;
+}
+
+int64_t tiledPairs(const MaskSpec &m, int64_t Tq, int64_t Tkv,
+                   int64_t queryTile, int64_t keyTile) {
+  int64_t count = 0;
+  for (int64_t first = 0; first < Tq; first += queryTile) {
+    const int64_t rows = std::min(queryTile, Tq - first);
+    const int64_t firstPos = first + Tkv - Tq, lastPos = firstPos + rows - 1;
+    std::vector<KeyTileRange> tiles;
+    if (m.isNone())
+      tiles.push_back({0, floorDiv(Tkv - 1, keyTile)});
+    for (const MaskClause &c : m.anyOf)
+      tiles.push_back(clauseKeyTiles(c, firstPos, lastPos, Tkv, Tkv, keyTile));
+    // Every visited tile is full but the last one (T_kv's remainder).
+    int64_t keys = unionLength(tiles) * keyTile;
+    const int64_t lastTile = floorDiv(Tkv - 1, keyTile);
+    for (const KeyTileRange &t : tiles)
+      if (!t.empty() && t.lo <= lastTile && lastTile <= t.hi) {
+        keys -= (lastTile + 1) * keyTile - Tkv;
+        break;
+      }
+    count += rows * keys;
   }
   return count;
 }
@@ -52,6 +94,8 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
                                2.0 * r.Tq * s.h * s.d_v * s.d);
   }
   r.visitedPairs = visitedPairs(s.mask, r.Tq, r.Tkv);
+  r.tiledPairs =
+      tiledPairs(s.mask, r.Tq, r.Tkv, kReportQueryTile, kReportKeyTile);
   r.totalPairs = r.Tq * r.Tkv;
   r.flopsScores = Bd * 2.0 * r.visitedPairs * s.h * s.d_k;
   r.flopsWeighted = Bd * 2.0 * r.visitedPairs * s.h * s.d_v;
@@ -115,7 +159,12 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
   os << "  op " << toString(s.op) << ", d " << s.d << ", h " << s.h << ", kv "
      << s.n_kv << " (group " << s.groupSize() << "), dk " << s.d_k << ", dv "
      << s.d_v << ", mask " << s.mask.str() << ", dtype " << toString(s.dtype)
-     << ", scale " << s.effectiveScale() << "\n";
+     << ", scale ";
+  if (s.scaleAtRuntime)
+    os << "runtime";
+  else
+    os << s.effectiveScale();
+  os << "\n";
   os << "  sizes: B " << r.B << ", T_q " << r.Tq << ", T_kv " << r.Tkv << "\n";
   os << "parameters:\n";
   if (s.op == Op::Layer) {
@@ -147,7 +196,19 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
                 withCommas(r.totalPairs).c_str(),
                 r.totalPairs ? 100.0 * r.visitedPairs / r.totalPairs : 0.0);
   os << buf;
-  if (s.mask.padding)
+  // The cost check of tile skipping: what the tiled kernel computes
+  // against the exact count (only partly visible tiles add to it).
+  std::snprintf(buf, sizeof buf,
+                "  tiled pairs   %s (query tile %lld, key tile %lld): %.3fx "
+                "the visible pairs\n",
+                withCommas(r.tiledPairs).c_str(),
+                static_cast<long long>(kReportQueryTile),
+                static_cast<long long>(kReportKeyTile),
+                r.visitedPairs ? static_cast<double>(r.tiledPairs) /
+                                     static_cast<double>(r.visitedPairs)
+                               : 0.0);
+  os << buf;
+  if (s.mask.hasPadding())
     os << "  (padding counted as full length; the real count depends on "
           "the lengths passed at call time)\n";
   os << "memory:\n";
@@ -182,7 +243,10 @@ std::string costReportJson(const AttentionSpec &s, const CostReport &r) {
   j["dv"] = s.d_v;
   j["mask"] = s.mask.str();
   j["dtype"] = toString(s.dtype);
-  j["scale"] = s.effectiveScale();
+  if (s.scaleAtRuntime)
+    j["scale"] = "runtime";
+  else
+    j["scale"] = s.effectiveScale();
   j["B"] = r.B;
   j["T_q"] = r.Tq;
   j["T_kv"] = r.Tkv;
@@ -202,6 +266,7 @@ std::string costReportJson(const AttentionSpec &s, const CostReport &r) {
   f["nominal_attention"] = r.flopsNominalAttention;
   j["flops"] = f;
   j["visited_pairs"] = r.visitedPairs;
+  j["tiled_pairs"] = r.tiledPairs;
   j["total_pairs"] = r.totalPairs;
   nlohmann::ordered_json m;
   m["kv_bytes_per_token"] = r.kvBytesPerToken;

@@ -345,87 +345,218 @@ bool parseTarget(const std::string &s, Target &out) {
   return true;
 }
 
-bool parseMask(const std::string &text, const SourceLoc &loc, MaskSpec &out,
-               std::vector<SpecDiagnostic> &diags) {
-  MaskSpec m;
-  bool sawNone = false;
-  size_t i = 0;
-  int terms = 0;
-  auto errorAt = [&](size_t at, const std::string &rule) {
-    SourceLoc l = loc;
+// The mask grammar (docs/design.md §2, "Masks"):
+//   expr   := conj ('|' conj)*
+//   conj   := factor ('&' factor)*
+//   factor := term | '(' expr ')'
+//   term   := none | causal | padding | window(W) | sink(N)
+// Each expression is kept as a union of conjunctions (MaskSpec::anyOf):
+// `&` distributes over `|`, so `causal & (window(W) | sink(N))` becomes
+// `window(W) | causal & sink(N)`.
+namespace {
+class MaskParser {
+public:
+  MaskParser(const std::string &text, const SourceLoc &loc,
+             std::vector<SpecDiagnostic> &diags)
+      : text_(text), loc_(loc), diags_(diags) {}
+
+  bool parse(MaskSpec &out) {
+    std::vector<MaskClause> e;
+    if (!expr(e, 0))
+      return false;
+    skip();
+    if (i_ < text_.size())
+      return errorAt(i_, std::string("expected '&' or '|' between mask "
+                                     "terms, found '") +
+                             text_[i_] + "'");
+    if (sawNone_ && terms_ > 1)
+      return errorAt(0, "'none' cannot be combined with other mask terms");
+    MaskSpec m;
+    m.anyOf = e;
+    m.normalize();
+    if (m.anyOf.size() > static_cast<size_t>(MaskSpec::kMaxMaskClauses))
+      return errorAt(
+          0, "the mask expands to " + std::to_string(m.anyOf.size()) +
+                 " alternatives joined by '|' (after '&' is "
+                 "distributed over '|'); at most " +
+                 std::to_string(MaskSpec::kMaxMaskClauses) + " are supported");
+    out = m;
+    return true;
+  }
+
+private:
+  const std::string &text_;
+  const SourceLoc &loc_;
+  std::vector<SpecDiagnostic> &diags_;
+  size_t i_ = 0;
+  int terms_ = 0;
+  bool sawNone_ = false;
+  // Bounds the recursion on hostile input such as "((((((...".
+  static constexpr int kMaxDepth = 16;
+  // Bounds the distributed form while it is built (the normalised result
+  // is checked against kMaxMaskClauses).
+  static constexpr size_t kMaxRawClauses = 64;
+
+  bool errorAt(size_t at, const std::string &rule) {
+    SourceLoc l = loc_;
     if (l.line > 0)
       l.col += static_cast<int>(at);
-    diags.push_back(SpecDiagnostic{l, "mask", text, rule});
+    diags_.push_back(SpecDiagnostic{l, "mask", text_, rule});
     return false;
-  };
-  auto skip = [&] {
-    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
-      ++i;
-  };
-  const std::string termHelp =
-      "expected a mask term: none, causal, window(W), padding";
-  while (true) {
+  }
+  void skip() {
+    while (i_ < text_.size() &&
+           std::isspace(static_cast<unsigned char>(text_[i_])))
+      ++i_;
+  }
+  bool peek(char c) {
     skip();
-    size_t start = i;
+    return i_ < text_.size() && text_[i_] == c;
+  }
+
+  bool expr(std::vector<MaskClause> &out, int depth) {
+    if (depth > kMaxDepth)
+      return errorAt(i_, "mask nests parentheses deeper than " +
+                             std::to_string(kMaxDepth));
+    std::vector<MaskClause> all;
+    while (true) {
+      std::vector<MaskClause> c;
+      if (!conj(c, depth))
+        return false;
+      all.insert(all.end(), c.begin(), c.end());
+      if (all.size() > kMaxRawClauses)
+        return errorAt(i_, "mask has too many alternatives");
+      if (!peek('|'))
+        break;
+      ++i_;
+    }
+    out = all;
+    return true;
+  }
+
+  bool conj(std::vector<MaskClause> &out, int depth) {
+    std::vector<MaskClause> acc{MaskClause{}}; // `none`: the unit of &
+    while (true) {
+      std::vector<MaskClause> f;
+      size_t start = i_;
+      if (!factor(f, depth))
+        return false;
+      std::vector<MaskClause> next;
+      for (const MaskClause &a : acc)
+        for (const MaskClause &b : f) {
+          MaskClause c;
+          if (!andClauses(a, b, c, start))
+            return false;
+          next.push_back(c);
+        }
+      if (next.size() > kMaxRawClauses)
+        return errorAt(start, "mask has too many alternatives");
+      acc = next;
+      if (!peek('&'))
+        break;
+      ++i_;
+    }
+    out = acc;
+    return true;
+  }
+
+  bool andClauses(const MaskClause &a, const MaskClause &b, MaskClause &c,
+                  size_t at) {
+    if (a.window && b.window && a.window != b.window)
+      return errorAt(at, "two different window sizes in one conjunction");
+    if (a.sink && b.sink && a.sink != b.sink)
+      return errorAt(at, "two different sink sizes in one conjunction");
+    c.causal = a.causal || b.causal;
+    c.window = a.window ? a.window : b.window;
+    c.padding = a.padding || b.padding;
+    c.sink = a.sink ? a.sink : b.sink;
+    return true;
+  }
+
+  bool factor(std::vector<MaskClause> &out, int depth) {
+    skip();
+    if (i_ < text_.size() && text_[i_] == '(') {
+      ++i_;
+      if (!expr(out, depth + 1))
+        return false;
+      if (!peek(')'))
+        return errorAt(i_, "missing ')' in the mask");
+      ++i_;
+      return true;
+    }
+    MaskClause c;
+    if (!term(c))
+      return false;
+    out = {c};
+    return true;
+  }
+
+  // window(W) / sink(N): a count > 0 in parentheses.
+  bool count(const std::string &word, int64_t &n) {
+    const std::string form = word + "(" + (word == "window" ? "W" : "N") + ")";
+    skip();
+    if (i_ >= text_.size() || text_[i_] != '(')
+      return errorAt(i_, word + " needs a size: " + form + " with " +
+                             form.substr(word.size() + 1, 1) + " > 0");
+    ++i_;
+    skip();
+    size_t numStart = i_;
+    std::string num;
+    while (i_ < text_.size() && text_[i_] != ')' &&
+           !std::isspace(static_cast<unsigned char>(text_[i_])))
+      num += text_[i_++];
+    skip();
+    if (i_ >= text_.size() || text_[i_] != ')')
+      return errorAt(i_, "missing ')' after " + word + " size");
+    ++i_;
+    const bool negative = num.size() > 1 && num[0] == '-';
+    if (!parseInt(num, n) && !negative)
+      return errorAt(numStart, word + " size '" + num +
+                                   "' is not an integer; use " + form +
+                                   " with " + form.substr(word.size() + 1, 1) +
+                                   " > 0");
+    if (negative || n <= 0)
+      return errorAt(numStart, word + " size must be > 0 (got " + num + ")");
+    return true;
+  }
+
+  bool term(MaskClause &c) {
+    static const char *termHelp = "expected a mask term: none, causal, "
+                                  "window(W), padding, sink(N), or '('";
+    skip();
+    size_t start = i_;
     std::string word;
-    while (
-        i < text.size() &&
-        (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_'))
-      word += text[i++];
+    while (i_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[i_])) ||
+            text_[i_] == '_'))
+      word += text_[i_++];
     if (word.empty())
       return errorAt(start, termHelp);
-    ++terms;
+    ++terms_;
     if (word == "none") {
-      sawNone = true;
-    } else if (word == "causal") {
-      m.causal = true;
-    } else if (word == "padding") {
-      m.padding = true;
-    } else if (word == "window") {
-      skip();
-      if (i >= text.size() || text[i] != '(')
-        return errorAt(i, "window needs a size: window(W) with W > 0");
-      ++i;
-      skip();
-      size_t numStart = i;
-      std::string num;
-      while (i < text.size() && text[i] != ')' &&
-             !std::isspace(static_cast<unsigned char>(text[i])))
-        num += text[i++];
-      skip();
-      if (i >= text.size() || text[i] != ')')
-        return errorAt(i, "missing ')' after window size");
-      ++i;
-      int64_t w = 0;
-      if (!parseInt(num, w) && !(num.size() > 1 && num[0] == '-'))
-        return errorAt(numStart, "window size '" + num +
-                                     "' is not an integer; use window(W) "
-                                     "with W > 0");
-      if (num.size() > 1 && num[0] == '-')
-        w = -1;
-      if (w <= 0)
-        return errorAt(numStart, "window size must be > 0 (got " + num + ")");
-      if (m.window != 0 && m.window != w)
-        return errorAt(start, "two different window sizes in one mask");
-      m.window = w;
-    } else {
-      return errorAt(start, "unknown mask term '" + word + "'; " + termHelp);
+      sawNone_ = true;
+      return true;
     }
-    skip();
-    if (i >= text.size())
-      break;
-    if (text[i] != '&')
-      return errorAt(i,
-                     std::string("expected '&' between mask terms, found '") +
-                         text[i] + "'");
-    ++i;
+    if (word == "causal") {
+      c.causal = true;
+      return true;
+    }
+    if (word == "padding") {
+      c.padding = true;
+      return true;
+    }
+    if (word == "window")
+      return count(word, c.window);
+    if (word == "sink")
+      return count(word, c.sink);
+    return errorAt(start, "unknown mask term '" + word + "'; " + termHelp);
   }
-  if (sawNone && terms > 1)
-    return errorAt(0, "'none' cannot be combined with other mask terms");
-  if (m.window > 0)
-    m.causal = false; // window implies causal; canonical form drops it
-  out = m;
-  return true;
+};
+} // namespace
+
+bool parseMask(const std::string &text, const SourceLoc &loc, MaskSpec &out,
+               std::vector<SpecDiagnostic> &diags) {
+  return MaskParser(text, loc, diags).parse(out);
 }
 
 // ---------------------------------------------------------------------------
@@ -535,10 +666,16 @@ AttentionSpec buildSpec(const RawSpec &raw) {
   }
   if (const RawField *f = field("scale")) {
     double v = 0;
+    s.scaleAtRuntime = false;
     if (f->value == "default") {
       s.scale.reset();
+    } else if (f->value == "runtime") {
+      s.scale.reset();
+      s.scaleAtRuntime = true;
     } else if (!parseNumber(f->value, v)) {
-      bad("scale", *f, "must be a number (or 'default' for 1/sqrt(dk))");
+      bad("scale", *f,
+          "must be a number, 'default' (1/sqrt(dk)) or 'runtime' (a call "
+          "argument)");
     } else if (!(v > 0) || !std::isfinite(v)) {
       bad("scale", *f, "must be a finite number > 0");
     } else {
@@ -670,8 +807,9 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
   if (s.h * s.d_v > kMaxDim)
     rule("dv", str(s.d_v),
          "h * dv (" + str(s.h * s.d_v) + ") must be <= " + str(kMaxDim));
-  if (s.mask.window < 0)
-    rule("mask", s.mask.str(), "window size must be > 0");
+  for (const MaskClause &c : s.mask.anyOf)
+    if (c.window < 0 || c.sink < 0)
+      rule("mask", s.mask.str(), "window and sink sizes must be > 0");
   if (s.bias && s.op != Op::Layer)
     rule("bias", "true",
          "biases belong to the projections: bias = true needs op = layer");

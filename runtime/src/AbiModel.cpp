@@ -148,6 +148,14 @@ std::vector<TensorModel> buildTable() {
                             "no alibi = runtime";
   t.back().missingHint = " but alibi = runtime: pass one f32 slope per "
                          "query head";
+  t.push_back(fixed(MHAGEN_ABI_PTR(scale), "score scale, finite and > 0",
+                    Presence::Scale, {{{S::One}}}));
+  t.back().elem = Elem::F32;
+  t.back().content = Content::PositiveFinite;
+  t.back().givenButAbsent = "scale given but this kernel's scale is compiled "
+                            "in (its spec has no scale = runtime)";
+  t.back().missingHint = " but scale = runtime: pass a pointer to the "
+                         "call's score scale (one float)";
   // The output of each op.
   t.push_back(sequence(MHAGEN_ABI_PTR(out), "attention output", Presence::Sdpa,
                        true, S::TokensQ, {{{S::H}}, {{S::Dv}}},
@@ -206,6 +214,8 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
     return s.alibiSlopes;
   case Presence::Lse:
     return s.lse;
+  case Presence::Scale:
+    return s.scale;
   }
   return false;
 }
@@ -281,6 +291,8 @@ int64_t staticSize(Size sym, const AbiShape &s) {
     return s.d_k;
   case Size::Dv:
     return s.d_v;
+  case Size::One:
+    return 1;
   default:
     return 0;
   }
@@ -327,6 +339,8 @@ const char *label(Size sym) {
     return "dk";
   case Size::Dv:
     return "dv";
+  case Size::One:
+    return "1";
   }
   return "?";
 }
@@ -345,7 +359,7 @@ std::string dimsText(const TensorModel &t) {
 std::string docTable() {
   static const char *when[] = {"sdpa",          "layer",       "layer, bias",
                                "padding",       "kv_dtype i8", "sinks learned",
-                               "alibi runtime", "lse"};
+                               "alibi runtime", "lse",         "scale runtime"};
   std::string out;
   for (const TensorModel &t : allTensors()) {
     std::string line = std::string(" *   ") + t.name;

@@ -30,11 +30,12 @@ std::string KernelManifest::toJson() const {
   s["n_kv"] = spec.n_kv;
   s["mask"] = ojson{{"causal", spec.causal},
                     {"window", spec.window},
-                    {"padding", spec.padding}};
+                    {"padding", spec.padding},
+                    {"expr", spec.maskExpr}};
   s["dtype"] = spec.dtype;
   s["kv_dtype"] = spec.kv_dtype.empty() ? spec.dtype : spec.kv_dtype;
   s["bias"] = spec.bias;
-  s["scale"] = spec.scale;
+  s["scale"] = spec.scaleAtRuntime ? ojson("runtime") : ojson(spec.scale);
   s["softcap"] = spec.softcap;
   s["alibi"] = spec.alibi;
   s["sinks"] = spec.sinks;
@@ -231,21 +232,27 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     m.spec.d_v = integer(s, "d_v", sp, 1, kMaxDim);
     m.spec.n_kv = integer(s, "n_kv", sp, 1, kMaxDim);
     const ojson &mask = field(s, "mask", sp);
-    onlyKnown(mask, {"causal", "window", "padding"}, "spec.mask.");
+    onlyKnown(mask, {"causal", "window", "padding", "expr"}, "spec.mask.");
     const char *mp = "spec.mask.";
     m.spec.causal = boolean(mask, "causal", mp);
     m.spec.window = integer(mask, "window", mp, 0, kMaxStatic);
     m.spec.padding = boolean(mask, "padding", mp);
+    if (mask.contains("expr"))
+      m.spec.maskExpr = str(mask, "expr", mp);
     m.spec.dtype = str(s, "dtype", sp);
     m.spec.kv_dtype =
         s.contains("kv_dtype") ? str(s, "kv_dtype", sp) : m.spec.dtype;
     m.spec.bias = boolean(s, "bias", sp);
     const ojson &scale = field(s, "scale", sp);
-    if (!scale.is_number() || !std::isfinite(scale.get<double>()) ||
-        !(scale.get<double>() > 0))
-      return fail("spec.scale must be a finite number > 0, not " +
+    if (scale.is_string() && scale.get<std::string>() == "runtime") {
+      m.spec.scaleAtRuntime = true;
+    } else if (!scale.is_number() || !std::isfinite(scale.get<double>()) ||
+               !(scale.get<double>() > 0))
+      return fail("spec.scale must be a finite number > 0 or \"runtime\", "
+                  "not " +
                   scale.dump());
-    m.spec.scale = scale.get<double>();
+    else
+      m.spec.scale = scale.get<double>();
     if (s.contains("softcap")) {
       const ojson &cap = s.at("softcap");
       if (!cap.is_number() || !std::isfinite(cap.get<double>()) ||

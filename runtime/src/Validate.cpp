@@ -6,6 +6,7 @@
 #include "mhagen/abi_model.hpp"
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -118,6 +119,7 @@ abi::AbiShape abiShapeOf(const KernelManifest &m) {
   shape.sinks = s.sinks;
   shape.alibiSlopes = s.alibi == "runtime";
   shape.lse = s.lse;
+  shape.scale = s.scaleAtRuntime;
   return shape;
 }
 
@@ -223,6 +225,18 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     if ((rc = checkData(*t, b, e)) != MHAGEN_OK)
       return rc;
     inputs.push_back({t->name, b, e});
+    // Values the kernel relies on (host memory; a device pointer is not
+    // read here).
+    if (t->content == abi::Content::PositiveFinite && !a->device_pointers) {
+      const auto *values = static_cast<const float *>(t->pointer(*a));
+      const int64_t n = abi::denseInnerElements(*t, shape, 0);
+      for (int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(values[i]) || !(values[i] > 0))
+          return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                      std::string(t->name) + "[" + num(i) +
+                          "] = " + std::to_string(values[i]) +
+                          " must be finite and > 0");
+    }
   }
   for (const abi::TensorModel &m : table) {
     const abi::TensorModel *t = &m;

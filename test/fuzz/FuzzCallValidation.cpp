@@ -72,8 +72,9 @@ void setUp() {
     m.spec.sinks = i % 2 == 1;
     m.spec.alibi = i % 3 == 1 ? "runtime" : "false";
     m.spec.lse = i % 3 == 2;
+    m.spec.scaleAtRuntime = i % 4 == 3;
     m.spec.dtype = "f32";
-    m.spec.scale = 0.5;
+    m.spec.scale = m.spec.scaleAtRuntime ? 0.0 : 0.5;
     m.target = "avx2";
     m.backend = "halide";
     m.device = "cpu";
@@ -181,6 +182,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.sinks = static_cast<const float *>(pointer(r));
   a.alibi_slopes = static_cast<const float *>(pointer(r));
   a.lse = static_cast<float *>(const_cast<void *>(pointer(r)));
+  // A runtime scale: any bit pattern (NaN, inf, 0, negative, fine), which
+  // the runtime reads before the call.
+  const uint32_t scaleBits = static_cast<uint32_t>(r.take(4));
+  std::memcpy(&gBuffers[3][0], &scaleBits, sizeof scaleBits);
+  a.scale = static_cast<const float *>(pointer(r));
   int before = gCalls;
   int rc = mhagen_call(k, &a);
   if (rc == MHAGEN_OK) {

@@ -181,6 +181,70 @@ TEST(ScoreModifiers, SoftcapBoundsHugeLogits) {
 // (test/numeric/CMakeLists.txt, group "decode"): chunks that see no key
 // must add nothing to the merge, and a chunk holding the huge logits must
 // not overflow the others' rescaling.
+TEST(MaskUnions, NoVisibleKeyUnderAnyClauseGivesZeros) {
+  // causal & (window(33) | sink(20)) & padding with every length 0: both
+  // clauses hide everything (in prefill and in decode).
+  const mhagen_kernel *k = kernel("t_union_f32_stream_pad");
+  ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
+  ProblemOptions po;
+  po.kvLen = 0;
+  for (ProblemSize z : {ProblemSize{2, 70, 70}, ProblemSize{3, 1, 300}}) {
+    Problem p(specOf(k), z, po);
+    mhagen_call_args a = p.args();
+    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+    for (float x : p.output())
+      ASSERT_EQ(x, 0.0f);
+  }
+}
+
+TEST(ScaleAtRuntime, EachCallUsesItsScale) {
+  // The same kernel and inputs at two scales: both match the reference
+  // at their scale, and the outputs differ (the scale is not ignored).
+  const mhagen_kernel *k = kernel("t_srt_f32_causal");
+  ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
+  std::vector<float> first;
+  for (double scale : {0.05, 0.4}) {
+    ProblemOptions po;
+    po.scale = scale;
+    Problem p(specOf(k), {2, 65, 65}, po);
+    mhagen_call_args a = p.args();
+    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+    Comparison c = p.check({});
+    EXPECT_TRUE(c.ok()) << "scale " << scale << ": max |err| " << c.maxAbsErr;
+    if (first.empty()) {
+      first = p.output();
+      continue;
+    }
+    double diff = 0;
+    for (size_t i = 0; i < first.size(); ++i)
+      diff = std::max(diff, std::fabs(double(first[i]) - p.output()[i]));
+    EXPECT_GT(diff, 1e-3) << "the output does not depend on the scale";
+  }
+}
+
+TEST(ScaleAtRuntime, BadScaleIsRefusedWithItsValue) {
+  const mhagen_kernel *k = kernel("t_srt_f32_causal");
+  ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
+  Problem p(specOf(k), {1, 8, 8}, ProblemOptions{});
+  for (float bad : {0.0f, -0.5f, NAN, INFINITY}) {
+    mhagen_call_args a = p.args();
+    a.scale = &bad;
+    EXPECT_EQ(mhagen_call(k, &a), MHAGEN_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(std::string(mhagen_last_error()).find("must be finite and > 0"),
+              std::string::npos)
+        << mhagen_last_error();
+  }
+  mhagen_call_args a = p.args();
+  a.scale = nullptr;
+  EXPECT_EQ(mhagen_call(k, &a), MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(mhagen_last_error()).find("scale is NULL"),
+            std::string::npos)
+      << mhagen_last_error();
+}
+
 TEST(DecodeSplit, NoVisibleKeyInAnyChunkGivesZeros) {
   for (const char *name :
        {"t_decode_f32_padding_kv1", "t_decode_bf16_causal_padding_kv2"}) {

@@ -62,28 +62,21 @@ AttentionSpec randomSpec(std::mt19937 &rng) {
   s.d_k = width();
   s.d_v = pick(0, 2) ? s.d_k : width();
   s.d = s.op == Op::Layer ? pick(1, 1024) : s.h * s.d_k;
-  switch (pick(0, 5)) {
-  case 0:
-    break; // none
-  case 1:
-    s.mask.causal = true;
-    break;
-  case 2:
-    s.mask.causal = true;
-    s.mask.window = pick(1, 5000);
-    break;
-  case 3:
-    s.mask.padding = true;
-    break;
-  case 4:
-    s.mask.causal = true;
-    s.mask.padding = true;
-    break;
-  default:
-    s.mask.causal = true;
-    s.mask.window = pick(1, 100);
-    s.mask.padding = true;
+  // One to three clauses of random terms (a union when more than one).
+  const int clauses = pick(0, 3) == 0 ? pick(2, 3) : 1;
+  for (int k = 0; k < clauses; ++k) {
+    MaskClause c;
+    c.causal = pick(0, 1);
+    if (pick(0, 2) == 0)
+      c.window = pick(1, 5000);
+    c.padding = pick(0, 3) == 0;
+    if (pick(0, 3) == 0)
+      c.sink = pick(1, 64);
+    s.mask.anyOf.push_back(c);
   }
+  s.mask.normalize();
+  if (s.scale.has_value() == false && pick(0, 4) == 0)
+    s.scaleAtRuntime = true;
   s.dtype = static_cast<DType>(pick(0, 2));
   s.bias = s.op == Op::Layer && pick(0, 1);
   static const TargetKind kinds[] = {TargetKind::Avx2, TargetKind::Avx512,

@@ -62,6 +62,30 @@ TEST(Manifest, RoundTripsThroughJson) {
   EXPECT_EQ(back.cpuFeatures, kAvx2);
 }
 
+TEST(Manifest, CarriesAMaskUnionAndARuntimeScale) {
+  KernelManifest m = fakeManifest("u", "u_avx2", "avx2", kAvx2, true);
+  m.spec.maskExpr = "window(4096) & padding | causal & padding & sink(4)";
+  m.spec.causal = true;
+  m.spec.scaleAtRuntime = true;
+  m.spec.scale = 0;
+  KernelManifest back;
+  std::string err;
+  ASSERT_TRUE(KernelManifest::fromJson(m.toJson(), back, &err)) << err;
+  EXPECT_EQ(back.spec.maskExpr, m.spec.maskExpr);
+  EXPECT_TRUE(back.spec.scaleAtRuntime);
+  EXPECT_TRUE(contains(m.toJson(), R"("scale": "runtime")") ||
+              contains(m.toJson(), R"("scale":"runtime")"))
+      << m.toJson();
+  // A scale that is neither a number > 0 nor "runtime" is refused.
+  std::string bad = m.toJson();
+  const size_t at = bad.find("\"runtime\"");
+  ASSERT_NE(at, std::string::npos);
+  bad.replace(at, 9, "\"later\"");
+  EXPECT_FALSE(KernelManifest::fromJson(bad, back, &err));
+  EXPECT_TRUE(contains(err, "spec.scale must be a finite number > 0 or"))
+      << err;
+}
+
 TEST(Manifest, RejectsBrokenManifests) {
   KernelManifest out;
   std::string err;

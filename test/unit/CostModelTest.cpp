@@ -71,18 +71,82 @@ TEST(CostModel, FlopsAndVisitedPairs) {
 }
 
 TEST(CostModel, MaskAllowsMatchesDesign) {
-  MaskSpec causal;
-  causal.causal = true;
+  MaskClause c;
+  c.causal = true;
+  const MaskSpec causal = MaskSpec::of(c);
   // Bottom-right alignment with a KV cache: Tq = 2, Tkv = 4; query 0 sits
   // at position 2.
   EXPECT_TRUE(maskAllows(causal, 0, 2, 2, 4, 4));
   EXPECT_FALSE(maskAllows(causal, 0, 3, 2, 4, 4));
-  MaskSpec pad;
-  pad.padding = true;
+  MaskClause p;
+  p.padding = true;
+  const MaskSpec pad = MaskSpec::of(p);
   EXPECT_TRUE(maskAllows(pad, 0, 2, 4, 4, 3));
   EXPECT_FALSE(maskAllows(pad, 0, 3, 4, 4, 3));
-  MaskSpec win;
-  win.window = 2;
+  MaskClause w;
+  w.window = 2;
+  const MaskSpec win = MaskSpec::of(w);
   EXPECT_FALSE(maskAllows(win, 3, 1, 4, 4, 4)); // pos 3 - 2 < j required
   EXPECT_TRUE(maskAllows(win, 3, 2, 4, 4, 4));
+}
+
+TEST(CostModel, UnionsCountEachVisiblePairOnce) {
+  // causal & (window(2) | sink(1)), T = 5: row i sees key 0 and keys
+  // i-1..i: 1, 2, 3, 3, 3 keys.
+  const MaskSpec m =
+      spec("d = 8; h = 1; mask = causal & (window(2) | sink(1))").mask;
+  EXPECT_EQ(visitedPairs(m, 5, 5), 1 + 2 + 3 + 3 + 3);
+  int64_t brute = 0;
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      brute += maskAllows(m, i, j, 5, 5, 5);
+  EXPECT_EQ(brute, 12);
+}
+
+// The tile-skipping rule both kernels use: a key tile is skipped only when
+// the whole expression hides it from every row of the query tile, and
+// (without padding) every visited tile holds a visible pair.
+TEST(CostModel, TileSkippingIsExactForUnions) {
+  const char *masks[] = {"causal",
+                         "window(7)",
+                         "causal & (window(9) | sink(4))",
+                         "sink(3) | window(5)",
+                         "causal & sink(20) | window(3)",
+                         "sink(6)",
+                         "none"};
+  for (const char *text : masks) {
+    const MaskSpec m = spec(std::string("d = 8; h = 1; mask = ") + text).mask;
+    for (auto [Tq, Tkv] :
+         {std::pair<int64_t, int64_t>{37, 37}, {5, 53}, {64, 64}, {1, 40}}) {
+      for (int64_t QT : {1, 4, 16})
+        for (int64_t KT : {1, 8, 16}) {
+          int64_t tiled = 0;
+          for (int64_t first = 0; first < Tq; first += QT) {
+            const int64_t last = std::min(first + QT, Tq) - 1;
+            for (int64_t kt = 0; kt * KT < Tkv; ++kt) {
+              bool inRange = m.isNone();
+              for (const MaskClause &c : m.anyOf) {
+                KeyTileRange r = clauseKeyTiles(c, first + Tkv - Tq,
+                                                last + Tkv - Tq, Tkv, Tkv, KT);
+                inRange = inRange || (kt >= r.lo && kt <= r.hi);
+              }
+              int64_t visible = 0;
+              for (int64_t i = first; i <= last; ++i)
+                for (int64_t j = kt * KT; j < std::min((kt + 1) * KT, Tkv); ++j)
+                  visible += maskAllows(m, i, j, Tq, Tkv, Tkv);
+              EXPECT_EQ(inRange, visible > 0)
+                  << text << " Tq " << Tq << " Tkv " << Tkv << " QT " << QT
+                  << " KT " << KT << " query tile " << first << " key tile "
+                  << kt;
+              if (inRange)
+                tiled += (last - first + 1) *
+                         (std::min((kt + 1) * KT, Tkv) - kt * KT);
+            }
+          }
+          EXPECT_EQ(tiledPairs(m, Tq, Tkv, QT, KT), tiled) << text;
+          if (QT == 1 && KT == 1)
+            EXPECT_EQ(tiled, visitedPairs(m, Tq, Tkv)) << text;
+        }
+    }
+  }
 }

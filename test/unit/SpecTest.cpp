@@ -67,9 +67,9 @@ spec gemma {          // another comment
   EXPECT_EQ(s.n_kv, 1);
   EXPECT_EQ(s.d_k, 256);
   EXPECT_EQ(s.d_v, 128);
-  EXPECT_EQ(s.mask.window, 512);
+  EXPECT_EQ(s.mask.single().window, 512);
   EXPECT_TRUE(s.mask.isCausal());
-  EXPECT_TRUE(s.mask.padding);
+  EXPECT_TRUE(s.mask.hasPadding());
   EXPECT_EQ(s.dtype, DType::BF16);
   EXPECT_DOUBLE_EQ(*s.scale, 0.0625);
   EXPECT_EQ(s.target.kind, TargetKind::Avx512Bf16);
@@ -110,7 +110,9 @@ TEST(Spec, UnnamedSpecRoundTripsThroughDerivedName) {
   s.h = 32;
   s.n_kv = 8;
   s.d_k = s.d_v = 128;
-  s.mask.causal = true;
+  MaskClause causal;
+  causal.causal = true;
+  s.mask = MaskSpec::of(causal);
   EXPECT_EQ(s.derivedName(), "mha_d4096_h32_kv8_dk128_causal_f32");
   AttentionSpec again = one(s.canonical());
   EXPECT_EQ(again, s); // the derived name reads back as "unnamed"
@@ -124,6 +126,69 @@ TEST(Spec, MaskAlgebraNormalises) {
       one("spec a { d = 8; h = 1; mask = causal & window(3) }").mask.str(),
       "window(3)");
   EXPECT_EQ(one("spec a { d = 8; h = 1; mask = none }").mask.str(), "none");
+}
+
+TEST(Spec, MaskUnionsDistributeAndAbsorb) {
+  auto mask = [](const std::string &m) {
+    return one("spec a { d = 8; h = 1; mask = " + m + " }").mask;
+  };
+  // & distributes over |: StreamingLLM's window beside the first keys.
+  MaskSpec s = mask("causal & (window(4096) | sink(4))");
+  ASSERT_EQ(s.anyOf.size(), 2u);
+  EXPECT_EQ(s.str(), "window(4096) | causal & sink(4)");
+  EXPECT_EQ(s.shortName(), "win4096_or_causal_sink4");
+  EXPECT_TRUE(s.isCausal());
+  EXPECT_FALSE(s.hasPadding());
+  EXPECT_EQ(mask(s.str()), s); // the canonical text reads back
+  // A clause implied by another one is absorbed: causal | window(8) is
+  // causal (the window hides more, so adds nothing to the union).
+  EXPECT_EQ(mask("causal | window(8)").str(), "causal");
+  EXPECT_EQ(mask("window(8) | window(64)").str(), "window(64)");
+  EXPECT_EQ(mask("sink(2) | sink(2)").str(), "sink(2)");
+  // The order of alternatives does not matter.
+  EXPECT_EQ(mask("sink(4) & causal | window(16)"),
+            mask("window(16) | causal & sink(4)"));
+  // Padding in a union makes the kernel take kv_lens; the union of two
+  // non-causal clauses is not causal.
+  MaskSpec p = mask("(window(16) | sink(4)) & padding");
+  EXPECT_EQ(p.str(), "window(16) & padding | padding & sink(4)");
+  EXPECT_TRUE(p.hasPadding());
+  EXPECT_FALSE(mask("sink(4) | window(16)").isCausal());
+  // Nested parentheses.
+  EXPECT_EQ(mask("((causal) & ((sink(1))))").str(), "causal & sink(1)");
+}
+
+TEST(SpecErrors, MaskUnionErrorsNameTheRule) {
+  auto rule = [](const std::string &m) {
+    return firstError("spec a { d = 64; h = 4; mask = " + m + " }").rule;
+  };
+  EXPECT_NE(rule("causal & (sink(4)").find("missing ')'"), std::string::npos);
+  EXPECT_NE(rule("sink(0)").find("sink size must be > 0"), std::string::npos);
+  EXPECT_NE(rule("sink").find("sink needs a size"), std::string::npos);
+  EXPECT_NE(rule("causal | none").find("'none' cannot be combined"),
+            std::string::npos);
+  EXPECT_NE(rule("sink(2) & sink(3)").find("two different sink sizes"),
+            std::string::npos);
+  // Five alternatives none of which implies another.
+  EXPECT_NE(rule("window(2) & sink(50) | window(4) & sink(40) | window(8) & "
+                 "sink(30) | window(16) & sink(20) | window(32) & sink(10)")
+                .find("at most 4"),
+            std::string::npos);
+  EXPECT_NE(rule(std::string(40, '(') + "causal" + std::string(40, ')'))
+                .find("deeper than"),
+            std::string::npos);
+  EXPECT_NE(rule("causal |").find("expected a mask term"), std::string::npos);
+}
+
+TEST(Spec, ScaleAtRuntime) {
+  AttentionSpec s = one("spec a { d = 64; h = 4; scale = runtime }");
+  EXPECT_TRUE(s.scaleAtRuntime);
+  EXPECT_FALSE(s.scale.has_value());
+  EXPECT_NE(s.canonical().find("scale = runtime"), std::string::npos);
+  EXPECT_EQ(one(s.canonical()), s);
+  AttentionSpec fixed = one("spec a { d = 64; h = 4 }");
+  EXPECT_NE(s.semanticKey(), fixed.semanticKey());
+  EXPECT_NE(s.derivedName(), fixed.derivedName());
 }
 
 TEST(Spec, HashIsStableAndIgnoresNameTargetBackend) {

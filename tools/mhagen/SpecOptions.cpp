@@ -20,12 +20,14 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
       {"--dk", "dk", "query/key head width (default: d / h)"},
       {"--dv", "dv", "value head width (default: dk)"},
       {"--mask", "mask",
-       "none | causal | window(W) | padding, joined with & (default none)"},
+       "none | causal | window(W) | padding | sink(N), joined with & and | "
+       "and grouped with ( ) (default none)"},
       {"--dtype", "dtype", "f32 | bf16 | f16 (default f32; accumulates f32)"},
       {"--kv-dtype", "kv_dtype",
        "K/V storage: f32 | bf16 | f16 | i8 (default: dtype; i8 takes "
        "per-token scales; op = sdpa)"},
-      {"--scale", "scale", "score scale (default 1/sqrt(dk))"},
+      {"--scale", "scale",
+       "score scale (default 1/sqrt(dk)), or runtime: a call argument"},
       {"--softcap", "softcap", "cap scores at C: C tanh(s / C) (Gemma 2)"},
       {"--sinks", "sinks",
        "learned: one f32 sink logit per head at call time (gpt-oss)"},

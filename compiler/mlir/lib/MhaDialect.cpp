@@ -28,13 +28,25 @@ void MhaDialect::initialize() {
 }
 
 LogicalResult MaskAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                               bool causal, int64_t window, bool padding) {
+                               bool causal, int64_t window, bool padding,
+                               int64_t sink) {
   (void)causal;
   (void)padding;
   if (window < 0)
     return emitError() << "mask window must be >= 0 (0: no window), got "
                        << window;
+  if (sink < 0)
+    return emitError() << "mask sink must be >= 0 (0: no sink term), got "
+                       << sink;
   return success();
+}
+
+SmallVector<MaskAttr> AttentionOp::maskClauses() {
+  SmallVector<MaskAttr> all = {getMask()};
+  if (std::optional<ArrayAttr> more = getMaskOr())
+    for (Attribute a : *more)
+      all.push_back(cast<MaskAttr>(a));
+  return all;
 }
 
 // Dimension d of two shapes agree unless one of them is dynamic.
@@ -105,11 +117,20 @@ LogicalResult AttentionOp::verify() {
                             "element type";
   if (!(getScale().convertToFloat() > 0.0f))
     return emitOpError() << "scale must be > 0";
-  MaskAttr mask = getMask();
-  if (mask.getPadding() != static_cast<bool>(getKvLens()))
-    return emitOpError() << (mask.getPadding()
+  bool padding = false;
+  for (MaskAttr m : maskClauses())
+    padding = padding || m.getPadding();
+  if (padding != static_cast<bool>(getKvLens()))
+    return emitOpError() << (padding
                                  ? "mask has padding but no kv_lens operand"
                                  : "kv_lens given but the mask has no padding");
+  if (Value f = getScaleFactor()) {
+    auto ft = cast<RankedTensorType>(f.getType());
+    if (ft.getRank() != 1 || ft.getDimSize(0) != 1 ||
+        !ft.getElementType().isF32())
+      return emitOpError() << "scale_factor must be a tensor<1xf32>, got "
+                           << ft;
+  }
   if (Value lens = getKvLens()) {
     auto lt = cast<RankedTensorType>(lens.getType());
     if (lt.getRank() != 1 || !lt.getElementType().isInteger(32))

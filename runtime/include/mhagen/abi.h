@@ -23,6 +23,7 @@
  *   kv_lens  [B]               int32 key length per batch (padding)
  *   sinks    [h]               learned sink logit per head (sinks learned)
  *   alibi_slopes [h]           ALiBi slope per head (alibi runtime)
+ *   scale    [1]               score scale, finite and > 0 (scale runtime)
  *   out      [B, Tq, h, dv]    attention output (sdpa, output, strided)
  *   out      [B, Tq, d]        layer output (layer, output, strided)
  *   lse      [B, Tq, h]        log-sum-exp of each row (lse, output)
@@ -43,8 +44,9 @@ extern "C" {
 /** Bumped whenever mhagen_call_args or mhagen_kernel_desc change.
  * 2: k_scale/v_scale (kv_dtype = i8).
  * 3: sinks, alibi_slopes (score modifiers).
- * 4: lse (each row's log-sum-exp). */
-#define MHAGEN_ABI_VERSION 4
+ * 4: lse (each row's log-sum-exp).
+ * 5: scale (scale = runtime). */
+#define MHAGEN_ABI_VERSION 5
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
  * mhagen_last_error() holds the message. */
@@ -107,6 +109,11 @@ typedef struct mhagen_call_args {
    * log(sum_j exp(s_ij)) over its visible scores (and its sink), -inf
    * for a row that sees no key (docs/design.md §1, "Logsumexp"). */
   float *lse;
+
+  /* scale = runtime: the score scale s = scale * q.k of this call, one
+   * float (finite, > 0; a device pointer like the others when
+   * device_pointers is set). */
+  const float *scale;
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

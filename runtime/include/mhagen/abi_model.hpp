@@ -37,11 +37,12 @@ struct AbiShape {
   bool sinks = false;        ///< sinks = learned
   bool alibiSlopes = false;  ///< alibi = runtime
   bool lse = false;          ///< lse = true
+  bool scale = false;        ///< scale = runtime
 };
 
 /// A size symbol. Batch and the token counts come from the call; the
 /// others are fixed by the spec.
-enum class Size { Batch, TokensQ, TokensKv, D, H, KvHeads, Dk, Dv };
+enum class Size { Batch, TokensQ, TokensKv, D, H, KvHeads, Dk, Dv, One };
 
 /// One dimension: the product of its factors (w_q's columns are h*dk).
 struct Dim {
@@ -65,12 +66,14 @@ enum class Presence {
   Sinks,       ///< any op with sinks = learned
   AlibiSlopes, ///< any op with alibi = runtime
   Lse,         ///< any op with lse = true
+  Scale,       ///< any op with scale = runtime
 };
 
 /// How the runtime checks a tensor's contents (beyond size and pointer).
 enum class Content {
-  Values,           ///< any values
-  KeyLengthPerBatch ///< one key count per batch, each in [0, t_kv]
+  Values,            ///< any values
+  KeyLengthPerBatch, ///< one key count per batch, each in [0, t_kv]
+  PositiveFinite     ///< every value finite and > 0 (host memory only)
 };
 
 /// One tensor of the ABI.
@@ -140,7 +143,8 @@ int64_t staticExtent(const Dim &d, const AbiShape &s);
 int64_t denseInnerElements(const TensorModel &t, const AbiShape &s,
                            size_t fromDim);
 
-/// Short label of a symbol ("B", "Tq", "Tkv", "d", "h", "kv", "dk", "dv").
+/// Short label of a symbol ("B", "Tq", "Tkv", "d", "h", "kv", "dk", "dv",
+/// "1").
 const char *label(Size sym);
 /// "[B, Tq, h, dk]" or "[d, h*dk]".
 std::string dimsText(const TensorModel &t);

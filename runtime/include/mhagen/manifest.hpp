@@ -20,14 +20,18 @@ struct ManifestSpec {
   std::string hash;        ///< AttentionSpec::hash
   std::string op;          ///< "sdpa" | "layer"
   int64_t d = 0, h = 0, d_k = 0, d_v = 0, n_kv = 0;
-  bool causal = false;
-  int64_t window = 0;
-  bool padding = false;
+  bool causal = false;  ///< every key after the row's position is hidden
+  int64_t window = 0;   ///< a mask of one conjunction with window(W): W
+  bool padding = false; ///< the kernel takes kv_lens
+  /// The whole mask in the spec language (MaskSpec::str, e.g.
+  /// "window(4096) | causal & sink(4)"); absent from older manifests.
+  std::string maskExpr;
   std::string dtype;    ///< "f32" | "bf16" | "f16"
   std::string kv_dtype; ///< K/V storage: dtype's name, or "i8" etc.;
                         ///< empty is read as dtype
   bool bias = false;
-  double scale = 0;
+  double scale = 0;            ///< 0 when scaleAtRuntime
+  bool scaleAtRuntime = false; ///< scale = runtime (a `scale` argument)
   /// Score modifiers (docs/design.md §2); absent from older manifests.
   double softcap = 0;          ///< 0: none
   std::string alibi = "false"; ///< "false" | "true" (standard) | "runtime"

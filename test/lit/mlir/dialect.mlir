@@ -42,3 +42,27 @@ func.func @window_padding_bf16(%q: tensor<2x7x4x80xbf16>,
          -> tensor<2x7x4x64xbf16>
   return %r : tensor<2x7x4x64xbf16>
 }
+
+// A mask union (mask_or, the sink term printed only when set) and the
+// call's scale (scale_factor).
+// CHECK-LABEL: func.func @streaming_runtime_scale
+// CHECK: mha.attention ins({{.*}}) scale_factor(%{{.*}} : tensor<1xf32>) outs(%{{.*}} : tensor<?x?x8x64xf32>)
+// CHECK-SAME: mask = #mha.mask<causal = false, window = 256, padding = false>
+// CHECK-SAME: mask_or = [#mha.mask<causal = true, window = 0, padding = false, sink = 4>]
+func.func @streaming_runtime_scale(%q: tensor<?x?x8x64xf32>,
+                                   %k: tensor<?x?x2x64xf32>,
+                                   %v: tensor<?x?x2x64xf32>,
+                                   %s: tensor<1xf32>,
+                                   %o: tensor<?x?x8x64xf32>)
+    -> tensor<?x?x8x64xf32> {
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x8x64xf32>,
+                         tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         scale_factor(%s : tensor<1xf32>)
+         outs(%o : tensor<?x?x8x64xf32>)
+         {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 1.0 : f32,
+          mask = #mha.mask<causal = false, window = 256, padding = false>,
+          mask_or = [#mha.mask<causal = true, window = 0, padding = false,
+                               sink = 4>]}
+         -> tensor<?x?x8x64xf32>
+  return %r : tensor<?x?x8x64xf32>
+}

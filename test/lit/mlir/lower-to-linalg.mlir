@@ -86,9 +86,10 @@ func.func @causal_gqa(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
 // WIN: scf.forall (%[[B:.*]], %{{.*}}, %{{.*}}) in
 // WIN: %[[LEN:.*]] = tensor.extract %[[LENS]][%[[B]]] : tensor<?xi32>
 // WIN: %[[N:.*]] = arith.index_cast %[[LEN]] : i32 to index
+// The first row's position, q0 + offset.
+// WIN: %[[Q0OFF:.*]] = arith.addi %{{.*}}, %{{.*}} : index
 // WIN: %[[BYLEN:.*]] = arith.ceildivsi %[[N]], %c32
 // WIN: %[[HI:.*]] = arith.minsi %{{.*}}, %[[BYLEN]]
-// WIN: %[[Q0OFF:.*]] = arith.addi %{{.*}}, %{{.*}} : index
 // WIN: %[[FIRST:.*]] = arith.addi %[[Q0OFF]], %c-39
 // WIN: %[[LO0:.*]] = arith.floordivsi %[[FIRST]], %c32
 // WIN: %[[LO:.*]] = arith.maxsi %[[LO0]], %c0

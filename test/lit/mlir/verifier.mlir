@@ -308,3 +308,44 @@ func.func @lse_per_kv_head(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
            -> tensor<?x?x8x64xf32>, tensor<?x?x2xf32>
   return %r#0, %r#1 : tensor<?x?x8x64xf32>, tensor<?x?x2xf32>
 }
+
+// -----
+
+// A padding term in any alternative of the mask needs kv_lens.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x2x64xf32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{mask has padding but no kv_lens operand}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false>,
+          mask_or = [#mha.mask<causal = false, window = 0, padding = true, sink = 4>]}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// The call's scale is one f32.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x2x64xf32>, %s: tensor<2xf32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{scale_factor must be a tensor<1xf32>, got 'tensor<2xf32>'}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         scale_factor(%s : tensor<2xf32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 1.0 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false>}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// A sink term keeps the first N > 0 keys.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x2x64xf32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+4 {{mask sink must be >= 0 (0: no sink term), got -2}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false, sink = -2>}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}

@@ -120,13 +120,15 @@ RankedTensorType tensorOf(Value memref) {
 // The per-head score-modifier operands: the call's sinks, and the ALiBi
 // slopes from the call (alibi = runtime) or compiled in (alibi = true).
 struct ModifierOperands {
-  Value sinks, slopes;
+  Value sinks, slopes, scaleFactor;
 };
 
 ModifierOperands modifierOperands(OpBuilder &b, Location loc,
                                   const AttentionSpec &s,
                                   std::map<std::string, Value> &a) {
   ModifierOperands m;
+  if (s.scaleAtRuntime)
+    m.scaleFactor = toTensor(b, loc, a["scale"], false);
   if (s.sinks)
     m.sinks = toTensor(b, loc, a["sinks"], false);
   if (s.alibi == AlibiSlopes::Runtime) {
@@ -148,13 +150,24 @@ mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
                            Type resultType, Value q, Value k, Value v,
                            Value lens, const ModifierOperands &mods, Value init,
                            Value lseInit = Value()) {
+  // The mask: its first conjunction, and the others as alternatives.
+  auto clause = [&](const MaskClause &c) {
+    return mha::MaskAttr::get(b.getContext(), c.causal, c.window, c.padding,
+                              c.sink);
+  };
   const MaskSpec &m = s.mask;
+  SmallVector<Attribute> alternatives;
+  for (size_t i = 1; i < m.anyOf.size(); ++i)
+    alternatives.push_back(clause(m.anyOf[i]));
+  // scale = runtime: the attribute is 1 and the call's value multiplies it.
+  const float scale =
+      s.scaleAtRuntime ? 1.0f : static_cast<float>(s.effectiveScale());
   return b.create<mha::AttentionOp>(
       loc, resultType, lseInit ? lseInit.getType() : Type(), q, k, v, lens,
-      mods.sinks, mods.slopes, init, lseInit, b.getI64IntegerAttr(s.h),
-      b.getI64IntegerAttr(s.n_kv),
-      b.getF32FloatAttr(static_cast<float>(s.effectiveScale())),
-      mha::MaskAttr::get(b.getContext(), m.causal, m.window, m.padding),
+      mods.sinks, mods.slopes, mods.scaleFactor, init, lseInit,
+      b.getI64IntegerAttr(s.h), b.getI64IntegerAttr(s.n_kv),
+      b.getF32FloatAttr(scale), clause(m.single()),
+      alternatives.empty() ? ArrayAttr() : b.getArrayAttr(alternatives),
       s.softcap ? b.getF32FloatAttr(static_cast<float>(*s.softcap))
                 : FloatAttr());
 }
@@ -170,7 +183,8 @@ void sdpaBody(OpBuilder &b, Location loc, const AttentionSpec &s,
   Value qt = toTensor(b, loc, a["q"], false);
   Value kt = toTensor(b, loc, a["k"], false);
   Value vt = toTensor(b, loc, a["v"], false);
-  Value lens = s.mask.padding ? toTensor(b, loc, a["kv_lens"], false) : Value();
+  Value lens =
+      s.mask.hasPadding() ? toTensor(b, loc, a["kv_lens"], false) : Value();
   Value init = toTensor(b, loc, a["out"], true);
   Value lseInit = s.lse ? toTensor(b, loc, a["lse"], true) : Value();
   mha::AttentionOp o = attention(b, loc, s, init.getType(), qt, kt, vt, lens,
@@ -275,7 +289,7 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
         Value v =
             heads(gemm(xb, t["w_v"], s.n_kv * s.d_v, "b_v"), s.n_kv, s.d_v);
         Value lb1;
-        if (s.mask.padding)
+        if (s.mask.hasPadding())
           lb1 = lb.create<tensor::ExtractSliceOp>(
               l, RankedTensorType::get({1}, lb.getI32Type()), t["kv_lens"],
               ArrayRef<OpFoldResult>{bIv},

@@ -8,6 +8,9 @@
 //       (with sinks: m = sink[head], l = 1: the sink is a key of value 0)
 //     scf.for kt in [lo, hi)            -- the key tiles the mask does not
 //                                         hide; lo/hi depend on qt and b
+//      (scf.if kt in a range)           -- a union of masks: the hull of
+//                                         its conjunctions' ranges, and a
+//                                         branch around tiles in none
 //       K^T tile [dk x KT], V tile [KT x dv] of K/V head g = head/(h/kv)
 //       S  = Q K^T; softcap, ALiBi (if the op has them)
 //       S  = hidden keys -> lowest          (masks as index arithmetic)
@@ -87,9 +90,10 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     const int64_t dk = qType.getDimSize(3), dv = vType.getDimSize(3);
     Type et = qType.getElementType();
     Type f32 = rw.getF32Type();
-    MaskAttr mask = op.getMask();
-    const bool causal = mask.getCausal() || mask.getWindow() > 0;
-    const int64_t window = mask.getWindow();
+    const SmallVector<MaskAttr> clauses = op.maskClauses();
+    auto isCausal = [](MaskAttr m) {
+      return m.getCausal() || m.getWindow() > 0;
+    };
     const float scale = op.getScale().convertToFloat();
     std::optional<float> softcap;
     if (std::optional<APFloat> c = op.getSoftcap())
@@ -151,7 +155,7 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
                                      loc, rw);
     };
     // f32 copy of a tile, optionally transposed and scaled.
-    auto toF32 = [&](Value t, bool transpose, float mul) -> Value {
+    auto toF32 = [&](Value t, bool transpose, Value mul) -> Value {
       auto tt = cast<RankedTensorType>(t.getType());
       int64_t r = tt.getDimSize(0), c = tt.getDimSize(1);
       SmallVector<int64_t> shape =
@@ -168,10 +172,8 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
                 Value x = args[0];
                 if (!x.getType().isF32())
                   x = b.create<arith::ExtFOp>(l, b.getF32Type(), x);
-                if (mul != 1.0f)
-                  x = b.create<arith::MulFOp>(
-                      l, x,
-                      b.create<arith::ConstantOp>(l, b.getF32FloatAttr(mul)));
+                if (mul)
+                  x = b.create<arith::MulFOp>(l, x, mul);
                 b.create<linalg::YieldOp>(l, x);
               })
           .getResult(0);
@@ -183,25 +185,51 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
       return identityTensor(rw, loc, shape, arith::AtomicRMWKind::addf);
     };
 
-    // The query tile, scaled once.
-    Value qTile = toF32(tile(q, q0, qRows, hIv, QT), false, scale);
+    // The query tile, scaled once: by the attribute, times the call's
+    // scale_factor[0] when given (scale = runtime).
+    Value scaleValue;
+    if (scale != 1.0f)
+      scaleValue = rw.create<arith::ConstantOp>(loc, rw.getF32FloatAttr(scale));
+    if (Value factor = op.getScaleFactor()) {
+      Value f = rw.create<tensor::ExtractOp>(loc, factor, ValueRange{im.c(0)});
+      scaleValue =
+          scaleValue ? rw.create<arith::MulFOp>(loc, scaleValue, f).getResult()
+                     : f;
+    }
+    Value qTile = toF32(tile(q, q0, qRows, hIv, QT), false, scaleValue);
 
-    // The key tiles to visit: [lo, hi).
-    Value hi = numKT;
-    Value lo = im.c(0);
-    if (causal) {
-      Value lastPos = im.add(im.sub(im.add(q0, qRows), im.c(1)), offset);
-      hi = im.min(hi, im.add(im.floorDiv(lastPos, im.c(KT)), im.c(1)));
+    // The key tiles each conjunction of the mask leaves, [lo, hi), by the
+    // rule of docs/design.md §2 "Tile skipping" (clauseKeyTiles): a tile
+    // outside all of them is hidden from every row of this query tile.
+    Value firstPos = im.add(q0, offset);
+    Value lastPos = im.add(im.sub(im.add(q0, qRows), im.c(1)), offset);
+    struct TileRange {
+      Value lo, hi;
+    };
+    SmallVector<TileRange> ranges;
+    for (MaskAttr m : clauses) {
+      Value hi = numKT, lo = im.c(0);
+      if (isCausal(m))
+        hi = im.min(hi, im.add(im.floorDiv(lastPos, im.c(KT)), im.c(1)));
+      if (m.getPadding())
+        hi = im.min(hi, im.ceilDiv(kvLen, im.c(KT)));
+      if (m.getSink() > 0)
+        hi = im.min(hi, im.c((m.getSink() + KT - 1) / KT));
+      if (m.getWindow() > 0)
+        lo = im.max(
+            im.c(0),
+            im.floorDiv(im.add(im.sub(firstPos, im.c(m.getWindow())), im.c(1)),
+                        im.c(KT)));
+      ranges.push_back({lo, im.max(hi, lo)});
     }
-    if (kvLen)
-      hi = im.min(hi, im.ceilDiv(kvLen, im.c(KT)));
-    if (window > 0) {
-      Value firstPos = im.add(q0, offset);
-      lo = im.max(im.c(0),
-                  im.floorDiv(im.add(im.sub(firstPos, im.c(window)), im.c(1)),
-                              im.c(KT)));
+    // The loop runs over the hull of the ranges; with more than one, a
+    // tile in none of them (the gap between a window and the sink keys)
+    // is skipped by a branch around the whole step.
+    Value lo = ranges[0].lo, hi = ranges[0].hi;
+    for (const TileRange &r : ArrayRef(ranges).drop_front()) {
+      lo = im.min(lo, r.lo);
+      hi = im.max(hi, r.hi);
     }
-    hi = im.max(hi, lo);
 
     // Score modifiers of this head (docs/design.md §2): its ALiBi slope,
     // and its learned sink, which starts the state as a key of value 0
@@ -222,86 +250,123 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
       l0 = zeros({QT});
     }
 
+    // One step of the online softmax over key tile kt, at the rewriter's
+    // insertion point: returns (acc', m', l').
+    auto step = [&](Location l, Value kt, Value acc, Value m,
+                    Value lsum) -> SmallVector<Value> {
+      IndexMath bm{rw, l};
+      Value k0 = bm.mul(kt, bm.c(KT));
+      Value kRows = bm.min(bm.c(KT), bm.sub(Tkv, k0));
+      Value kT =
+          toF32(tile(k, k0, kRows, gIv, KT), /*transpose=*/true, Value());
+      Value vTile = toF32(tile(v, k0, kRows, gIv, KT), false, Value());
+
+      // visible(i, j) for row i, key j of this tile.
+      auto visible = [&](OpBuilder &g, Location gl) -> Value {
+        Value i = g.create<linalg::IndexOp>(gl, 0);
+        Value j = g.create<linalg::IndexOp>(gl, 1);
+        IndexMath gm{g, gl};
+        Value key = gm.add(k0, j);
+        Value pos = gm.add(gm.add(q0, i), offset);
+        auto both = [&](Value a, Value c) {
+          return g.create<arith::AndIOp>(gl, a, c).getResult();
+        };
+        auto cmp = [&](arith::CmpIPredicate p, Value a, Value c) {
+          return g.create<arith::CmpIOp>(gl, p, a, c).getResult();
+        };
+        // Some conjunction of the mask shows the key.
+        Value any;
+        for (MaskAttr mc : clauses) {
+          Value vis = cmp(arith::CmpIPredicate::slt, key, Tkv);
+          if (isCausal(mc))
+            vis = both(vis, cmp(arith::CmpIPredicate::sle, key, pos));
+          if (mc.getWindow() > 0)
+            vis = both(vis, cmp(arith::CmpIPredicate::sgt, key,
+                                gm.sub(pos, gm.c(mc.getWindow()))));
+          if (mc.getPadding())
+            vis = both(vis, cmp(arith::CmpIPredicate::slt, key, kvLen));
+          if (mc.getSink() > 0)
+            vis = both(vis,
+                       cmp(arith::CmpIPredicate::slt, key, gm.c(mc.getSink())));
+          any = any ? g.create<arith::OrIOp>(gl, any, vis).getResult() : vis;
+        }
+        return any;
+      };
+      // S = Q K^T, then the mask.
+      Value s = rw.create<linalg::MatmulOp>(
+                      l, TypeRange{RankedTensorType::get({QT, KT}, f32)},
+                      ValueRange{qTile, kT}, ValueRange{zeros({QT, KT})})
+                    .getResult(0);
+      // The score modifiers, then the mask.
+      if (softcap)
+        s = capScores(rw, l, s, *softcap);
+      if (slope) {
+        // s += slope * (key - pos(i)): the ALiBi distance.
+        auto distance = [&](OpBuilder &g, Location gl) -> Value {
+          IndexMath gm{g, gl};
+          Value key = gm.add(k0, g.create<linalg::IndexOp>(gl, 1));
+          Value pos =
+              gm.add(gm.add(q0, g.create<linalg::IndexOp>(gl, 0)), offset);
+          Value d = g.create<arith::IndexCastOp>(gl, g.getI32Type(),
+                                                 gm.sub(key, pos));
+          return g.create<arith::SIToFPOp>(gl, g.getF32Type(), d);
+        };
+        s = addAlibiBias(rw, l, s, slope, distance);
+      }
+      Value sm = maskScores(rw, l, s, visible);
+      // The online softmax step (OnlineSoftmax.h).
+      Value tm = computeRowwiseReduction(rw, l, sm, filled({QT}, kLowestScore),
+                                         arith::AtomicRMWKind::maximumf);
+      // alpha before m is updated in place; m' written into the carried
+      // tensor, so the loop yields the value it was given and
+      // bufferization keeps one running-max buffer.
+      Value alpha = computeRescale(rw, l, m, tm);
+      Value mNew = updateRunningMax(rw, l, tm, m);
+      Value p = computeProbabilities(rw, l, mNew, sm, visible);
+      Value rowSum = computeRowwiseReduction(rw, l, p, zeros({QT}),
+                                             arith::AtomicRMWKind::addf);
+      Value lNew = updateRunningSum(rw, l, alpha, rowSum, lsum);
+      // acc' = acc a + P V: rescale in place, then accumulate the
+      // matmul into it (no separate P V buffer).
+      Value accScaled = scaleAccumulator(rw, l, alpha, acc);
+      Value accNew = rw.create<linalg::MatmulOp>(l, TypeRange{acc.getType()},
+                                                 ValueRange{p, vTile},
+                                                 ValueRange{accScaled})
+                         .getResult(0);
+      return {accNew, mNew, lNew};
+    };
     auto loop = rw.create<scf::ForOp>(
         loc, lo, hi, im.c(1), ValueRange{acc0, m0, l0},
         [&](OpBuilder &b, Location l, Value kt, ValueRange it) {
-          IndexMath bm{b, l};
-          Value acc = it[0], m = it[1], lsum = it[2];
-          Value k0 = bm.mul(kt, bm.c(KT));
-          Value kRows = bm.min(bm.c(KT), bm.sub(Tkv, k0));
           // Inside the loop: re-enter the rewriter at b's point.
           OpBuilder::InsertionGuard guard(rw);
           rw.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
-          Value kT = toF32(tile(k, k0, kRows, gIv, KT), /*transpose=*/true, 1);
-          Value vTile = toF32(tile(v, k0, kRows, gIv, KT), false, 1);
-
-          // visible(i, j) for row i, key j of this tile.
-          auto visible = [&](OpBuilder &g, Location gl) -> Value {
-            Value i = g.create<linalg::IndexOp>(gl, 0);
-            Value j = g.create<linalg::IndexOp>(gl, 1);
-            IndexMath gm{g, gl};
-            Value key = gm.add(k0, j);
-            Value pos = gm.add(gm.add(q0, i), offset);
-            Value vis = g.create<arith::CmpIOp>(gl, arith::CmpIPredicate::slt,
-                                                key, Tkv);
-            auto both = [&](Value a, Value c) {
-              return g.create<arith::AndIOp>(gl, a, c).getResult();
-            };
-            if (causal)
-              vis = both(vis, g.create<arith::CmpIOp>(
-                                  gl, arith::CmpIPredicate::sle, key, pos));
-            if (window > 0)
-              vis = both(
-                  vis, g.create<arith::CmpIOp>(gl, arith::CmpIPredicate::sgt,
-                                               key, gm.sub(pos, gm.c(window))));
-            if (kvLen)
-              vis = both(vis, g.create<arith::CmpIOp>(
-                                  gl, arith::CmpIPredicate::slt, key, kvLen));
-            return vis;
-          };
-          // S = Q K^T, then the mask.
-          Value s = rw.create<linalg::MatmulOp>(
-                          l, TypeRange{RankedTensorType::get({QT, KT}, f32)},
-                          ValueRange{qTile, kT}, ValueRange{zeros({QT, KT})})
-                        .getResult(0);
-          // The score modifiers, then the mask.
-          if (softcap)
-            s = capScores(rw, l, s, *softcap);
-          if (slope) {
-            // s += slope * (key - pos(i)): the ALiBi distance.
-            auto distance = [&](OpBuilder &g, Location gl) -> Value {
-              IndexMath gm{g, gl};
-              Value key = gm.add(k0, g.create<linalg::IndexOp>(gl, 1));
-              Value pos =
-                  gm.add(gm.add(q0, g.create<linalg::IndexOp>(gl, 0)), offset);
-              Value d = g.create<arith::IndexCastOp>(gl, g.getI32Type(),
-                                                     gm.sub(key, pos));
-              return g.create<arith::SIToFPOp>(gl, g.getF32Type(), d);
-            };
-            s = addAlibiBias(rw, l, s, slope, distance);
+          if (ranges.size() == 1) {
+            rw.create<scf::YieldOp>(l, step(l, kt, it[0], it[1], it[2]));
+            return;
           }
-          Value sm = maskScores(rw, l, s, visible);
-          // The online softmax step (OnlineSoftmax.h).
-          Value tm =
-              computeRowwiseReduction(rw, l, sm, filled({QT}, kLowestScore),
-                                      arith::AtomicRMWKind::maximumf);
-          // alpha before m is updated in place; m' written into the carried
-          // tensor, so the loop yields the value it was given and
-          // bufferization keeps one running-max buffer.
-          Value alpha = computeRescale(rw, l, m, tm);
-          Value mNew = updateRunningMax(rw, l, tm, m);
-          Value p = computeProbabilities(rw, l, mNew, sm, visible);
-          Value rowSum = computeRowwiseReduction(rw, l, p, zeros({QT}),
-                                                 arith::AtomicRMWKind::addf);
-          Value lNew = updateRunningSum(rw, l, alpha, rowSum, lsum);
-          // acc' = acc a + P V: rescale in place, then accumulate the
-          // matmul into it (no separate P V buffer).
-          Value accScaled = scaleAccumulator(rw, l, alpha, acc);
-          Value accNew = rw.create<linalg::MatmulOp>(
-                               l, TypeRange{acc.getType()},
-                               ValueRange{p, vTile}, ValueRange{accScaled})
-                             .getResult(0);
-          rw.create<scf::YieldOp>(l, ValueRange{accNew, mNew, lNew});
+          // A union: visit the tile only if some conjunction's range holds
+          // it; otherwise the state passes through unchanged.
+          Value inRange;
+          for (const TileRange &r : ranges) {
+            Value in = rw.create<arith::AndIOp>(
+                l,
+                rw.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, kt,
+                                         r.lo),
+                rw.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, kt,
+                                         r.hi));
+            inRange = inRange
+                          ? rw.create<arith::OrIOp>(l, inRange, in).getResult()
+                          : in;
+          }
+          auto visit = rw.create<scf::IfOp>(l, TypeRange(it), inRange,
+                                            /*withElseRegion=*/true);
+          rw.setInsertionPointToStart(&visit.getThenRegion().front());
+          rw.create<scf::YieldOp>(l, step(l, kt, it[0], it[1], it[2]));
+          rw.setInsertionPointToStart(&visit.getElseRegion().front());
+          rw.create<scf::YieldOp>(l, it);
+          rw.setInsertionPointAfter(visit);
+          rw.create<scf::YieldOp>(l, visit.getResults());
         });
 
     // Normalise (a row that saw no key has l = 0 and outputs zeros), back

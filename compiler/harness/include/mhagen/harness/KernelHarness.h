@@ -30,6 +30,9 @@ struct ProblemOptions {
   /// Padding lengths: -1 random in [1, Tkv]; otherwise this value for
   /// every batch (0 = every key hidden).
   int64_t kvLen = -1;
+  /// scale = runtime: the call's scale; 0: a seeded random value in
+  /// [0.5, 2] times the default 1/sqrt(dk).
+  double scale = 0;
 };
 
 /// Inputs in f32 (already rounded to the spec's dtype) and in the kernel's
@@ -72,6 +75,16 @@ public:
   double referenceFlops() const;
   const std::vector<int32_t> &kvLens() const { return lens_; }
   void clearOutput();
+  /// Replaces the values of a data input of the ABI model (x, w_q, sinks,
+  /// ...), rounded to its storage type as generated ones are; throws
+  /// std::invalid_argument naming the tensor when this kernel has no such
+  /// input, the count differs, or it is stored as int8.
+  void setInput(const std::string &name, const std::vector<float> &values);
+  /// The f32 values of an input (as stored), or nullptr if this kernel has
+  /// no such input.
+  const float *inputValues(const std::string &name) const {
+    return input(name.c_str());
+  }
 
 private:
   struct Tensor {

@@ -17,16 +17,20 @@ def Mha_Dialect : Dialect {
 class Mha_Op<string mnemonic, list<Trait> traits = []>
     : Op<Mha_Dialect, mnemonic, traits>;
 
-// #mha.mask<causal = true, window = 0, padding = false>
+// #mha.mask<causal = true, window = 0, padding = false> (sink = N is
+// printed only when set)
 def Mha_MaskAttr : AttrDef<Mha_Dialect, "Mask"> {
   let mnemonic = "mask";
   let summary = "Which keys each query sees";
   let description = [{
     The conjunction of `causal` (key j visible to query i iff
     j <= i + Tkv - Tq), `window` (W > 0: also j > pos(i) - W; implies
-    causal) and `padding` (j < kv_lens[b], lengths given as an operand).
+    causal), `padding` (j < kv_lens[b], lengths given as an operand) and
+    `sink` (N > 0: also j < N, the first N keys). A union of masks is the
+    op's `mask` with its `mask_or` alternatives.
   }];
-  let parameters = (ins "bool":$causal, "int64_t":$window, "bool":$padding);
+  let parameters = (ins "bool":$causal, "int64_t":$window, "bool":$padding,
+                        DefaultValuedParameter<"int64_t", "0">:$sink);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
 }

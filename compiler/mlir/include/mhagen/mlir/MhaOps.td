@@ -13,7 +13,12 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     Layouts (the mhagen ABI): query [B, Tq, h, dk], key [B, Tkv, kv, dk],
     value [B, Tkv, kv, dv], init and result [B, Tq, h, dv]. A row with no
     visible key is zero. `kv_lens` (tensor of i32, one per batch) is
-    present exactly when the mask has padding.
+    present exactly when some mask has padding. With `mask_or` the keys
+    visible are those of `mask` or of any of `mask_or` (a union of
+    conjunctions; key tiles hidden by all of them are skipped).
+
+    With `scale_factor` (tensor<1xf32>, the call's scale = runtime) the
+    scores are s = scale * scale_factor[0] * q.k.
 
     Score modifiers (docs/design.md §2), applied to s = scale * q.k before
     the mask: `softcap` C (s = C tanh(s / C)), then ALiBi when `slopes`
@@ -40,10 +45,13 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
                        Optional<AnyRankedTensor>:$kv_lens,
                        Optional<AnyRankedTensor>:$sinks,
                        Optional<AnyRankedTensor>:$slopes,
+                       Optional<AnyRankedTensor>:$scale_factor,
                        AnyRankedTensor:$init,
                        Optional<AnyRankedTensor>:$lse_init,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
                        F32Attr:$scale, Mha_MaskAttr:$mask,
+                       OptionalAttr<TypedArrayAttrBase<Mha_MaskAttr,
+                           "alternative masks">>:$mask_or,
                        OptionalAttr<F32Attr>:$softcap);
   let results = (outs AnyRankedTensor:$result,
                      Optional<AnyRankedTensor>:$lse);
@@ -52,11 +60,16 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     type($value) `)` (`kv_lens` `(` $kv_lens^ `:` type($kv_lens) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`slopes` `(` $slopes^ `:` type($slopes) `)`)?
+    (`scale_factor` `(` $scale_factor^ `:` type($scale_factor) `)`)?
     `outs` `(` $init `:` type($init) `)`
     (`lse` `(` $lse_init^ `:` type($lse_init) `)`)?
     attr-dict `->` type($result) (`,` type($lse)^)?
   }];
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// `mask` followed by the `mask_or` alternatives.
+    ::llvm::SmallVector<::mhagen::mha::MaskAttr> maskClauses();
+  }];
 }
 
 #endif

@@ -45,6 +45,7 @@ std::vector<Acc> project(const float *x, int64_t rows, int64_t in,
 struct ModifierArgs {
   const float *sinks = nullptr;       ///< [h]; required with sinks = learned
   const float *alibiSlopes = nullptr; ///< [h]; required with alibi = runtime
+  const float *scale = nullptr;       ///< [1]; required with scale = runtime
 };
 
 /// Softmax of one row with the spec's learned sink (a key with score

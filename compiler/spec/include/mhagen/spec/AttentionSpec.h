@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mhagen {
 
@@ -45,23 +46,63 @@ struct Target {
   }
 };
 
-/// The mask algebra of the spec language: a conjunction of causal,
-/// window(W) (which implies causal) and padding. All false/zero is `none`.
-struct MaskSpec {
+/// One conjunction of mask terms (docs/design.md §2, "Masks"): causal,
+/// window(W) (which implies causal), padding and sink(N) (the first N
+/// keys). All false/zero is the term `none` (every key visible).
+struct MaskClause {
   bool causal = false;
   int64_t window = 0; ///< 0: no window; otherwise W > 0 (implies causal)
   bool padding = false;
+  int64_t sink = 0; ///< 0: no sink term; otherwise N > 0: keys j < N
 
-  bool isNone() const { return !causal && window == 0 && !padding; }
+  bool isTrue() const { return !causal && window == 0 && !padding && !sink; }
   bool isCausal() const { return causal || window > 0; }
-  /// Canonical text: "none", or terms joined by " & " in the order
-  /// causal, window(W), padding; causal is not printed when window is set.
+  /// Does this clause hide everything the other one hides (is it implied
+  /// by `o`)? Then `this | o` is `this`.
+  bool weakerThan(const MaskClause &o) const;
+  /// Terms joined by " & " in the order causal, window(W), padding,
+  /// sink(N); causal is not printed when window is set.
   std::string str() const;
-  /// Short form for kernel names: none, causal, win256, pad, causal_pad.
+  /// causal, win256, pad, sink4 joined by "_".
   std::string shortName() const;
-  bool operator==(const MaskSpec &o) const {
-    return causal == o.causal && window == o.window && padding == o.padding;
+  bool operator==(const MaskClause &o) const {
+    return causal == o.causal && window == o.window && padding == o.padding &&
+           sink == o.sink;
   }
+  bool operator<(const MaskClause &o) const;
+};
+
+/// The mask algebra of the spec language: terms joined by `&` and `|`
+/// with parentheses, kept as a union of conjunctions (disjunctive normal
+/// form, at most kMaxMaskClauses of them; none absorbed by another). No
+/// clause is `none`.
+struct MaskSpec {
+  std::vector<MaskClause> anyOf; ///< empty: `none`, every key visible
+
+  static constexpr int kMaxMaskClauses = 4;
+
+  MaskSpec() = default;
+  /// The mask of one conjunction (none when c is all false).
+  static MaskSpec of(const MaskClause &c);
+  bool isNone() const { return anyOf.empty(); }
+  /// A union of more than one conjunction.
+  bool isUnion() const { return anyOf.size() > 1; }
+  /// Every clause hides the keys after the row's position.
+  bool isCausal() const;
+  /// Some clause has a padding term (the kernel takes kv_lens).
+  bool hasPadding() const;
+  /// The only clause (a conjunction or none); only when !isUnion().
+  MaskClause single() const { return anyOf.empty() ? MaskClause{} : anyOf[0]; }
+  /// Sorts the clauses, drops duplicates and clauses implied by others,
+  /// and turns a union holding `none` into `none`.
+  void normalize();
+  /// Canonical text: "none", or clauses joined by " | " (each as
+  /// MaskClause::str()); parsing it gives back this mask.
+  std::string str() const;
+  /// Short form for kernel names: none, causal, win256, pad, causal_pad,
+  /// win256_or_causal_sink4.
+  std::string shortName() const;
+  bool operator==(const MaskSpec &o) const { return anyOf == o.anyOf; }
 };
 
 /// Where the ALiBi slopes come from (the `alibi` field; docs/design.md §2,
@@ -84,6 +125,9 @@ struct AttentionSpec {
   std::optional<KvType> kv_dtype;
   bool bias = false;           ///< projection biases (op = layer only)
   std::optional<double> scale; ///< unset: 1/sqrt(d_k)
+  /// `scale = runtime`: the scale is a call argument (scale [1] f32) and
+  /// `scale` stays unset; the compiled-in scale is the default.
+  bool scaleAtRuntime = false;
   /// Score modifiers, applied in this order to s = scale * q.k inside the
   /// online softmax (docs/design.md §2): softcap C: s = C tanh(s / C);
   /// ALiBi: s += slope_h * (j - pos(i)); sinks: one learned logit per
