@@ -17,6 +17,8 @@ PACKAGES=(
   libbenchmark-dev libgtest-dev libcli11-dev nlohmann-json3-dev
   # the runtime checks kernel libraries (ELF headers, segments) before dlopen
   libelf-dev
+  # mhagen heads / explain --plot write PNGs
+  libpng-dev
   # benchmark baselines
   libopenblas-dev libdnnl-dev libomp-19-dev
   # OpenCL on the CPU (the GPU schedule's numerical check)

@@ -2,6 +2,7 @@
 #include "Commands.h"
 #include "SpecOptions.h"
 
+#include "mhagen/inspect/HeadInspection.h"
 #include "mhagen/spec/CostModel.h"
 #include "mhagen/spec/SpecParser.h"
 
@@ -18,6 +19,7 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
     int64_t T = 2048, Tkv = 0, B = 1;
     std::string format = "text";
     double memBw = 0;
+    std::string plot;
   };
   auto o = std::make_shared<Opts>();
   o->spec.addTo(*cmd);
@@ -33,6 +35,9 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
                   "memory bandwidth in GB/s (e.g. a measured triad): also "
                   "print the K/V bandwidth floor of one call")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--plot", o->plot,
+                  "also draw how the heads split the projection columns (and "
+                  "the K/V groups) into this PNG (one spec)");
   cmd->add_option("--format", o->format, "text | json")
       ->capture_default_str()
       ->check(CLI::IsMember({"text", "json"}));
@@ -44,6 +49,21 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
       std::cerr << e.what() << "\n";
       exitCode = kExitUsage;
       return;
+    }
+    if (!o->plot.empty()) {
+      if (specs.size() != 1) {
+        std::cerr << "mhagen explain: error: --plot draws one spec, got "
+                  << specs.size() << "\n";
+        exitCode = kExitUsage;
+        return;
+      }
+      try {
+        inspect::writePng(o->plot, inspect::renderHeadSplit(specs[0]));
+      } catch (const std::exception &e) {
+        std::cerr << "mhagen explain: error: " << e.what() << "\n";
+        exitCode = kExitFailure;
+        return;
+      }
     }
     const int64_t tkv = o->Tkv ? o->Tkv : o->T;
     if (o->format == "json") {

@@ -1,6 +1,7 @@
 // mhagen run: generate (or load) a kernel, run it on seeded random data,
 // check it against the f64 reference and time it.
 #include "Commands.h"
+#include "KernelLibrary.h"
 #include "SpecOptions.h"
 
 #include "mhagen/driver/Driver.h"
@@ -56,27 +57,17 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
   AttentionSpec spec = input;
   spec.target = resolveTarget(spec.target, spec.dtype);
   std::string symbol = variantSymbol(spec);
-  std::unique_ptr<TempDir> tmp;
+  SpecLibrary generated;
   std::string libPath = o.lib;
   if (libPath.empty()) {
-    std::string dir = o.keep;
-    if (dir.empty()) {
-      tmp = std::make_unique<TempDir>("mhagen-run");
-      dir = tmp->path();
-    }
     GenerateOptions g;
-    g.outDir = dir;
     g.schedule = parseScheduleList(o.schedule);
     if (!g.schedule.empty())
       g.scheduleSource.kind = "explicit";
     g.autoscheduler = o.autoscheduler;
-    auto t0 = std::chrono::steady_clock::now();
-    auto kernels = generateKernels({spec}, g);
-    js["generate_seconds"] =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-    libPath = dir + "/lib" + symbol + ".so";
-    linkSharedLibrary(kernels, libPath);
+    generated = generateSpecLibrary(spec, g, o.keep);
+    js["generate_seconds"] = generated.generateSeconds;
+    libPath = generated.path;
   }
   const std::string key = o.lib.empty() ? symbol : spec.hash();
   ProblemSize size{o.B, spec.T.value_or(o.T),

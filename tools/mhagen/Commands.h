@@ -34,6 +34,7 @@ void addRunCommand(CLI::App &app, int &exitCode);
 void addListTargetsCommand(CLI::App &app, int &exitCode);
 void addInspectCommand(CLI::App &app, int &exitCode);
 void addTuneCommand(CLI::App &app, int &exitCode);
+void addHeadsCommand(CLI::App &app, int &exitCode);
 
 } // namespace mhagen::cli
 

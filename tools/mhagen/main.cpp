@@ -36,6 +36,7 @@ int main(int argc, char **argv) {
   addListTargetsCommand(app, exitCode);
   addInspectCommand(app, exitCode);
   addTuneCommand(app, exitCode);
+  addHeadsCommand(app, exitCode);
 
   // `generate` is the default subcommand: `mhagen --d 4096 ...` means
   // `mhagen generate --d 4096 ...`.
