@@ -61,6 +61,9 @@ const Shape kSpecDecode{"SpecDecode", 1, 4, 4096, 32, 8, 128, true};
 const Shape kGemma2{"Gemma2", 1, 2048, 2048, 8, 4, 256, true};
 const Shape kGptOss{"GptOss", 1, 2048, 2048, 64, 8, 64, true};
 const Shape kChunkPrefill{"ChunkPrefill", 1, 512, 8192, 32, 8, 128, true};
+// A mask union (issue 14): StreamingLLM, causal & (window(1024) | sink(4)),
+// prefill of 4096 tokens; the kernel's spec holds the mask.
+const Shape kStreaming{"Streaming", 1, 4096, 4096, 32, 8, 128, true};
 
 bool isDecodeShape(const Shape &s) {
   return s.Tq < s.Tkv; // reads a KV cache longer than its queries
@@ -424,7 +427,7 @@ int main(int argc, char **argv) {
   // the plain kernel, S1_f32/mhagen and S2_f32/mhagen above), and the
   // log-sum-exp output.
   for (const Shape &sh : {kS1, kS2})
-    for (const char *mod : {"softcap", "alibi", "sinks", "lse"})
+    for (const char *mod : {"softcap", "alibi", "sinks", "lse", "srt"})
       for (int t : {1, 2}) {
         std::string name = std::string(sh.name) + "_f32_" + mod +
                            "/mhagen/threads:" + std::to_string(t);
@@ -434,6 +437,21 @@ int main(int argc, char **argv) {
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.5);
       }
+  // The StreamingLLM union beside the window alone and plain causal at
+  // the same size (what the sink tile costs and what skipping saves).
+  for (const auto &[label, kernel] :
+       {std::pair<const char *, const char *>{"Streaming_f32/mhagen",
+                                              "bench_streaming"},
+        {"Streaming_f32/mhagen_mlir", "bench_streaming_mlir"},
+        {"Streaming_window_only_f32/mhagen", "bench_window1024"},
+        {"Streaming_causal_f32/mhagen", "bench_gqa_f32"}})
+    for (int t : {1, 2})
+      benchmark::RegisterBenchmark(
+          (std::string(label) + "/threads:" + std::to_string(t)).c_str(),
+          namedKernelBench, kStreaming, std::string(kernel), t)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5);
   for (const auto &[sh, kernel] :
        {std::pair<Shape, const char *>{kGemma2, "bench_gemma2"},
         std::pair<Shape, const char *>{kGptOss, "bench_gptoss"}})

@@ -11,9 +11,13 @@ users of Gemma 2 or gpt-oss would pick instead of mhagen:
 - SDPA with the explicit float mask (window only: SDPA cannot cap scores
   or take a sink, so this is a lower bound on what the mask alone costs).
 
-Shapes (bench/AttentionBench.cpp, kGemma2 / kGptOss): prefill of 2048
-tokens, f32. Gemma2: h 8, kv 4, dk 256, window 4096, softcap 50. GptOss:
-h 64, kv 8, dk 64, window 128, learned sinks. Windows follow mhagen's rule
+Shapes (bench/AttentionBench.cpp, kGemma2 / kGptOss / kStreaming): f32.
+Gemma2: prefill of 2048 tokens, h 8, kv 4, dk 256, window 4096, softcap
+50. GptOss: 2048 tokens, h 64, kv 8, dk 64, window 128, learned sinks.
+Streaming: 4096 tokens, h 32, kv 8, dk 128, the mask union
+causal & (window(1024) | sink(4)) (StreamingLLM's first four keys beside
+the window; flex_attention's mask_mod is the same union, and its block
+mask skips the blocks it hides). Windows follow mhagen's rule
 (docs/design.md §2): key j visible from query i when i - W < j <= i.
 flex_attention and eager are checked against each other before timing.
 Run by bench/run_peers.sh (shape names Gemma2 GptOss); bench only.
@@ -27,20 +31,23 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from torch_sdpa import emit, measure
 
 SHAPES = {
-    # name: (B, T, h, kv, dk, window, softcap, sinks)
-    "Gemma2": (1, 2048, 8, 4, 256, 4096, 50.0, False),
-    "GptOss": (1, 2048, 64, 8, 64, 128, None, True),
+    # name: (B, T, h, kv, dk, window, softcap, sinks, first keys kept)
+    "Gemma2": (1, 2048, 8, 4, 256, 4096, 50.0, False, 0),
+    "GptOss": (1, 2048, 64, 8, 64, 128, None, True, 0),
+    "Streaming": (1, 4096, 32, 8, 128, 1024, None, False, 4),
 }
 
 
-def visible_pairs(t, window):
-    return sum(min(i + 1, window) for i in range(t))
+def visible_pairs(t, window, first):
+    # The window, plus the first keys the window no longer covers.
+    return sum(min(i + 1, window) + max(0, min(first, i - window + 1))
+               for i in range(t))
 
 
-def window_mask(t, window):
+def window_mask(t, window, first):
     i = torch.arange(t).unsqueeze(1)
     j = torch.arange(t).unsqueeze(0)
-    return (j <= i) & (j > i - window)
+    return (j <= i) & ((j > i - window) | (j < first))
 
 
 def eager(q, k, v, visible, scale, softcap, sinks):
@@ -64,7 +71,8 @@ def main(argv):
     peer = {"torch": torch.__version__}
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        for name, (B, t, h, kv, dk, window, softcap, has_sinks) in SHAPES.items():
+        for name, (B, t, h, kv, dk, window, softcap, has_sinks,
+                   first) in SHAPES.items():
             if only and name not in only:
                 continue
             g = torch.Generator().manual_seed(1)
@@ -73,7 +81,7 @@ def main(argv):
             v = torch.randn(B, kv, t, dk, generator=g)
             sinks = torch.randn(h, generator=g) if has_sinks else None
             scale = 1.0 / math.sqrt(dk)
-            visible = window_mask(t, window)
+            visible = window_mask(t, window, first)
             float_mask = torch.where(visible, 0.0, float("-inf"))
 
             # With a sink: key t (one past the last) has value 0, every
@@ -83,7 +91,7 @@ def main(argv):
             vf = torch.cat([v, torch.zeros(B, kv, 1, dk)], 2) if has_sinks else v
 
             def mask_mod(b, hh, qi, kj):
-                inside = (kj <= qi) & (kj > qi - window)
+                inside = (kj <= qi) & ((kj > qi - window) | (kj < first))
                 return inside | (kj == t) if has_sinks else inside
 
             def score_mod(s, b, hh, qi, kj):
@@ -113,7 +121,7 @@ def main(argv):
                     print(f"{name}: flex_attention and eager disagree by {err}",
                           file=sys.stderr)
                     sys.exit(1)
-                flops = 4.0 * B * h * dk * visible_pairs(t, window)
+                flops = 4.0 * B * h * dk * visible_pairs(t, window, first)
                 kv_bytes = 2 * B * t * kv * dk * 4
                 for label, fn in (("torch_flex_attention", run_flex),
                                   ("torch_eager_float_mask", run_eager),
