@@ -177,7 +177,11 @@ TEST_F(HeadsCli, PreviousTokenHeadHasZeroEntropyAndAShiftedIdentity) {
   ProcessResult r = heads({"--x", dir.file("x.npy"), "--weights", files,
                            "--format", "json", "--per-row"});
   ASSERT_EQ(r.exitCode, 0) << r.output;
-  nlohmann::json j = nlohmann::json::parse(r.output);
+  // stdout and stderr come together: a sanitizer's note may precede the
+  // report, which starts at its first "{" line.
+  const size_t start = r.output.find("{\n");
+  ASSERT_NE(start, std::string::npos) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output.substr(start));
   EXPECT_TRUE(j["within_tolerance"].get<bool>());
   EXPECT_EQ(j["T"], 8);
   EXPECT_NEAR(j["heads"][0]["mean_entropy_nats"].get<double>(), 0.0, 1e-4);
