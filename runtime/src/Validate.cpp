@@ -198,6 +198,11 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   std::vector<Range> inputs, outputs;
   int rc;
   auto checkData = [&](const abi::TensorModel &t, uintptr_t &b, uintptr_t &e) {
+    // A required tensor left NULL: say why this kernel needs it (sequence
+    // and fixed-size tensors alike).
+    if (!t.pointer(*a) && t.missingHint && *t.missingHint)
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                  std::string(t.name) + " is NULL" + t.missingHint);
     if (t.isSequence()) {
       TensorView view{t.name,
                       t.pointer(*a),
@@ -205,9 +210,6 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                       abi::denseInnerElements(t, shape, 2),
                       t.tokenStride ? t.tokenStride(*a) : 0,
                       t.batchStride ? t.batchStride(*a) : 0};
-      if (!view.ptr && t.missingHint && *t.missingHint)
-        return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                    std::string(t.name) + " is NULL" + t.missingHint);
       return checkTensor(view, a->batch, bytes(t), b, e);
     }
     if ((rc = checkVector(t.name, t.pointer(*a), bytes(t))) != MHAGEN_OK)

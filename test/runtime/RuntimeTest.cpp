@@ -422,6 +422,48 @@ TEST_F(Validation, BiasPointersWithoutBias) {
               "bias pointers given but this kernel's spec has bias = false");
 }
 
+// Fixed-size call-time tensors (sinks, alibi_slopes, scale): a NULL one is
+// refused with the reason this kernel needs it, as sequence tensors are.
+TEST_F(Validation, FixedTensorsLeftNullSayWhy) {
+  KernelManifest m = fakeManifest("valmods", "valmods_avx2", "avx2", kAvx2);
+  m.spec.sinks = true;
+  m.spec.alibi = "runtime";
+  m.spec.scale = 0;
+  m.spec.scaleAtRuntime = true;
+  static FakeKernel fixedArgs(m);
+  const int64_t B = 1, T = 3;
+  std::vector<float> q(B * T * 4 * 8), k(B * T * 2 * 8), v(B * T * 2 * 8),
+      out(B * T * 4 * 8), sinks(4), slopes(4, 0.5f);
+  float scale = 0.25f;
+  mhagen_call_args a{};
+  a.abi_version = MHAGEN_ABI_VERSION;
+  a.batch = B;
+  a.t_q = a.t_kv = T;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.out = out.data();
+  a.sinks = sinks.data();
+  a.alibi_slopes = slopes.data();
+  a.scale = &scale;
+  ASSERT_EQ(call(&fixedArgs, &a), MHAGEN_OK) << mhagen_last_error();
+  mhagen_call_args c = a;
+  c.sinks = nullptr;
+  expectError(&fixedArgs, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "sinks is NULL but sinks = learned: pass one f32 logit per "
+              "query head");
+  c = a;
+  c.alibi_slopes = nullptr;
+  expectError(&fixedArgs, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "alibi_slopes is NULL but alibi = runtime: pass one f32 slope "
+              "per query head");
+  c = a;
+  c.scale = nullptr;
+  expectError(&fixedArgs, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "scale is NULL but scale = runtime: pass a pointer to the "
+              "call's score scale (one float)");
+}
+
 // kv_dtype = i8: int8 K/V plus one f32 scale per (batch, token, kv head).
 TEST_F(Validation, Int8KvNeedsItsScales) {
   KernelManifest m = fakeManifest("vali8", "vali8_avx2", "avx2", kAvx2);
