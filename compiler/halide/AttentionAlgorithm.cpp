@@ -420,7 +420,10 @@ AttentionStages defineAttention(const AttentionSpec &s,
   // Normalise and unpack rows back to (channel, head, token). A row that
   // saw no key has l = 0 and outputs zeros.
   const Var &t = v.t;
-  const Expr row = (t % TT) * HP + hd % HP;
+  // The decode micro-kernel's tile holds the call's only query tile: its
+  // rows past T_q * HP are then outside every region the output reads.
+  const Expr row = tiles.channelsInLanes ? min(t, TT - 1) * HP + hd % HP
+                                         : (t % TT) * HP + hd % HP;
   std::vector<Expr> channels;
   for (int k = 0; k < CB; ++k)
     channels.push_back(rows(row, c / CB, t / TT, hd / HP, b)[k]);

@@ -55,7 +55,13 @@ struct AttentionTiles {
   int splitTasks = 0;
   bool splitKv = false;     ///< the split structure (splitTasks 0: 1 chunk)
   int splitMinKeyTiles = 1; ///< no chunk shorter than this many key tiles
-  std::string prefix;       ///< prepended to every Func name (two variants)
+  /// The decode micro-kernel's tile (issue 13): K/V channels in the vector
+  /// lanes instead of rows, so `rows` is exactly headsPerTile *
+  /// tokensPerTile and a call computes only the rows of its T_q tokens
+  /// (the output reads row min(t, TT-1) * HP + head, which bounds
+  /// inference keeps to T_q * HP rows). Needs one query tile (T_q <= TT).
+  bool channelsInLanes = false;
+  std::string prefix; ///< prepended to every Func name (two variants)
 };
 
 /// The most chunks one query tile's key axis is cut into.

@@ -71,6 +71,15 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   space.params.push_back({"split_min_keys",
                           {64, 128, 256, 512, 1024, 2048},
                           "decode: fewest keys per chunk of the split"});
+  // The decode micro-kernel: K/V channels in the vector lanes and only the
+  // call's real rows (1), or rows in the lanes like the prefill tile (0).
+  // It needs whole vectors of dk and dv channels.
+  const bool channelsOk = !layer && s.d_k % vw == 0 && s.d_v % vw == 0;
+  space.params.push_back(
+      {"decode_layout",
+       channelsOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
+       "decode: 0 rows in vector lanes, 1 channels in lanes (real rows "
+       "only)"});
   if (layer) {
     space.params.push_back(
         {"gemm_cols", {16, 24, 32, 48, 64}, "output features per GEMM block"});
@@ -114,13 +123,25 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // vector, so a T_q = 1 step computes no padding tokens (the prefill
   // tile's 16 tokens made S4 compute 16x the rows it needs: 4.9 ms
   // against 2.1 ms at 2 threads on a Sapphire Rapids, bench/RESULTS.md).
+  // With channels in the lanes (decode_layout 1) a call computes only
+  // its own rows, so the tile may hold up to two vectors of rows: T_q up
+  // to 8 (GQA 4, AVX-512) runs split-KV (T_q 8: 4.7 ms against 5.5 ms for
+  // the prefill tile, B1 T_kv 4096 h32 kv8 dk128, 2 threads, Sapphire
+  // Rapids class, 2026-12-02).
+  // A spec whose static T_q fills the lanes with rows anyway (T_q * heads
+  // >= vw) keeps the rows-in-lanes micro-kernel: at 16 rows its lane
+  // reductions cost more than they save (SpecDecode T_q 4: 2.47 ms with
+  // rows in lanes, 2.96 ms with channels; bench/RESULTS.md).
+  const bool channelsDefault = channelsOk && !(s.T && *s.T * heads >= vw);
   d["decode_tokens"] = 0;
+  const int64_t decodeRows = channelsDefault ? 2 * vw : vw;
   if (!layer)
     for (int64_t t : {1, 2, 4, 8, 16})
-      if (t * heads <= vw)
+      if (t * heads <= decodeRows)
         d["decode_tokens"] = t;
   if (!layer && d["decode_tokens"] == 0)
     d["decode_tokens"] = 1;
+  d["decode_layout"] = channelsDefault ? 1 : 0;
   d["split_tasks"] = 4;
   d["split_min_keys"] = 256;
   if (layer) {
@@ -364,8 +385,15 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
     return std::nullopt;
   AttentionTiles t = cpuAttentionTiles(s, p);
   t.tokensPerTile = static_cast<int>(tokens);
-  t.rows = static_cast<int>(
-      roundUp(t.headsPerTile * tokens, get(p, "vector_width")));
+  t.channelsInLanes = get(p, "decode_layout") == 1 && !t.bf16Dot;
+  t.rows =
+      static_cast<int>(t.channelsInLanes ? t.headsPerTile * tokens
+                                         : roundUp(t.headsPerTile * tokens,
+                                                   get(p, "vector_width")));
+  // Channels in lanes: one state tuple per channel, so the state update
+  // is a vector over channels like P V.
+  if (t.channelsInLanes)
+    t.channelBlock = 1;
   // Tasks per core times the cores of the target's machine model.
   t.splitTasks = static_cast<int>(get(p, "split_tasks") *
                                   target.machine->coresOrDefault());
@@ -376,10 +404,126 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
   return t;
 }
 
+// The decode micro-kernel (decode_layout = 1): a decode step has only
+// h/kv rows per K/V head, too few to fill vector lanes, so the lanes hold
+// K/V channels and the loops walk the real rows only:
+//   QK^T: per (row, key) the dot product over dk, accumulated in lane-wide
+//         partial sums (rfactor) and reduced across lanes once;
+//   softmax: keys in lanes;
+//   P V and the state: channels in lanes, one state tuple per channel.
+// Per key and row that is dk/vw FMAs for each product, against dk for the
+// rows-in-lanes tile. Register blocks: rowsBlock rows x 4 keys (QK^T) and
+// rowsBlock rows x 4 vectors of channels (P V), 16 accumulators.
+static void scheduleDecodeChannelsCpu(AttentionStages st,
+                                      const AttentionVars &v, int vw,
+                                      int64_t dv) {
+  const AttentionTiles &tl = st.tiles;
+  int rowsBlock = 1;
+  for (int r : {2, 4})
+    if (tl.headsPerTile % r == 0)
+      rowsBlock = r;
+  const int keysBlock = tl.keyTile % 4 == 0 ? 4 : 1;
+  // dv is a multiple of vw (decode_layout 1 needs it); a block that does
+  // not divide dv shifts its last position inwards.
+  const int chanBlock = static_cast<int>(std::min<int64_t>(4 * vw, dv));
+  Var task("dtask"), io("io"), ii("ii"), jo("jo"), ji("ji"), co("co"), ci("ci");
+
+  // One task per (chunk, head block, query tile, batch); rows of the
+  // partial state are what the output reads (T_q * HP of them).
+  st.partial.compute_root()
+      .reorder_storage(v.cb, v.i)
+      .reorder(v.cb, v.i, v.sp, v.ho, v.qo, v.b)
+      .fuse(v.sp, v.ho, task)
+      .fuse(task, v.qo, task)
+      .fuse(task, v.b, task)
+      .parallel(task)
+      .vectorize(v.cb, vw);
+  st.qTile.compute_at(st.partial, task)
+      .reorder_storage(v.c, v.i)
+      .vectorize(v.c, vw);
+  st.rowPos.compute_at(st.partial, task);
+  if (st.rowSlope.defined())
+    st.rowSlope.compute_at(st.partial, task);
+  st.state.compute_at(st.partial, task)
+      .reorder_storage(v.cb, v.i)
+      .vectorize(v.cb, vw);
+  st.state.update().reorder(v.cb, v.i, st.rt).vectorize(v.cb, vw);
+
+  // QK^T: lane-wide partial dot products, then one reduction per score.
+  st.scoresAcc.compute_at(st.state, st.rt)
+      .reorder_storage(v.j, v.i)
+      .align_bounds(v.i, rowsBlock)
+      .vectorize(v.j, vw, TailStrategy::GuardWithIf);
+  RVar rco("rco"), rci("rci");
+  Var u("u");
+  Func dot = st.scoresAcc.update().split(st.rc.x, rco, rci, vw).rfactor(rci, u);
+  st.scoresAcc.update()
+      .split(v.i, io, ii, rowsBlock)
+      .split(v.j, jo, ji, keysBlock)
+      .reorder(rci, ji, ii, jo, io)
+      .atomic()
+      .vectorize(rci)
+      .unroll(ji)
+      .unroll(ii);
+  // rfactor puts the lanes outermost; they must be innermost in memory.
+  dot.compute_at(st.scoresAcc, jo)
+      .reorder_storage(u, v.i, v.j)
+      .vectorize(u)
+      .unroll(v.i)
+      .unroll(v.j);
+  dot.update().reorder(u, v.i, v.j, rco).vectorize(u).unroll(v.i).unroll(v.j);
+
+  // The tile's softmax with keys in lanes.
+  st.scores.compute_at(st.state, st.rt)
+      .reorder_storage(v.j, v.i)
+      .vectorize(v.j, vw, TailStrategy::GuardWithIf);
+  st.tileMax.compute_at(st.state, st.rt);
+  st.tileMax.update().atomic().vectorize(st.rj, vw);
+  st.probs.compute_at(st.state, st.rt)
+      .reorder_storage(v.j, v.i)
+      .vectorize(v.j, vw, TailStrategy::GuardWithIf);
+  st.tileSum.compute_at(st.state, st.rt);
+  st.tileSum.update().atomic().vectorize(st.rj, vw);
+
+  // P V: channels in lanes, rowsBlock x chanBlock accumulators per block.
+  st.pv.compute_at(st.state, st.rt)
+      .reorder_storage(v.c, v.i)
+      .align_bounds(v.i, rowsBlock)
+      .split(v.i, io, ii, rowsBlock)
+      .split(v.c, co, ci, chanBlock, TailStrategy::ShiftInwards)
+      .reorder(ci, ii, co, io)
+      .vectorize(ci, vw)
+      .unroll(ii);
+  st.pvAcc.compute_at(st.pv, co)
+      .reorder_storage(v.c, v.i)
+      .vectorize(v.c, vw)
+      .unroll(v.c)
+      .unroll(v.i);
+  st.pvAcc.update()
+      .reorder(v.c, v.i, st.rj)
+      .vectorize(v.c, vw)
+      .unroll(v.c)
+      .unroll(v.i);
+  if (tl.stageKv) {
+    st.kTile.compute_at(st.state, st.rt).vectorize(v.c, vw);
+    st.vTile.compute_at(st.state, st.rt).vectorize(v.c, vw);
+  }
+
+  // The merge over chunks, channels in lanes.
+  st.mergeMax.compute_root().reorder_storage(v.cb, v.i).vectorize(v.cb, vw);
+  st.mergeMax.update().reorder(v.cb, v.i, st.rs).vectorize(v.cb, vw);
+  st.merged.compute_root().reorder_storage(v.cb, v.i).vectorize(v.cb, vw);
+  st.merged.update().reorder(v.cb, v.i, st.rs).vectorize(v.cb, vw);
+}
+
 void scheduleDecodeCpu(AttentionStages st, const AttentionVars &v,
-                       const ScheduleParams &p) {
+                       const AttentionSpec &s, const ScheduleParams &p) {
   const AttentionTiles &tl = st.tiles;
   const int vw = static_cast<int>(get(p, "vector_width"));
+  if (tl.channelsInLanes) {
+    scheduleDecodeChannelsCpu(st, v, vw, s.d_v);
+    return;
+  }
   // The decode tile is one or two vectors of rows: register blocks that
   // do not divide it fall back to one vector.
   auto block = [&](const char *name) {

@@ -40,10 +40,11 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &spec,
 
 /// Decode (T_q <= decode_tokens): one parallel task per (key-axis chunk,
 /// head block, query tile, batch) computes a partial state; a small
-/// serial pass merges the chunks. The per-key-tile micro-kernels are the
-/// prefill ones.
+/// serial pass merges the chunks. With decode_layout = 1 the per-key-tile
+/// micro-kernel puts K/V channels in the vector lanes and computes only
+/// the call's rows; with 0 it is the prefill one (rows in lanes).
 void scheduleDecodeCpu(AttentionStages st, const AttentionVars &v,
-                       const ScheduleParams &p);
+                       const AttentionSpec &spec, const ScheduleParams &p);
 
 /// lse = true: the two thin outputs that read the finished rows -- out, a
 /// copy of the values (op = sdpa; pass an undefined Func for op = layer,

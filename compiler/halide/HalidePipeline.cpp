@@ -306,7 +306,7 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
     if (bp.decode) {
       // The specialisation starts from the schedule above (same loops).
       rows.specialize(bp.isDecode);
-      hl::scheduleDecodeCpu(*bp.decode, bp.v, p);
+      hl::scheduleDecodeCpu(*bp.decode, bp.v, s, p);
     }
     if (s.lse)
       hl::scheduleRowOutputsCpu(bp.output, bp.lse, bp.v, p);
