@@ -45,10 +45,30 @@ Type elementType(const AttentionSpec &s) {
   return halideType(backend::abiShapeOf(s).data, bf16AsBits(s));
 }
 
+// f16 -> f32 from the bits, exact for every f16 (subnormals included; Inf
+// and NaN keep their class): the magnitude's bits shifted into f32's
+// fields, scaled by 2^(127-15), the exponent forced to all ones for Inf/NaN,
+// the sign or-ed back. Halide 14 lowers cast<float>(float16) on x86 with its
+// own emulation even when the target has F16C (no vcvtph2ps; 15 vector
+// instructions per 16 elements in the K/V staging loop, measured in the
+// kernel's assembly), this takes 9.
+Expr f16BitsToF32(Expr h) {
+  const Expr x = cast(UInt(32), reinterpret(UInt(16), std::move(h)));
+  const Expr mag = (x & 0x7fff) << 13;
+  const Expr scaled = reinterpret(Float(32), mag) * 5.192296858534828e+33f;
+  const Expr special = reinterpret(Float(32), mag | 0x7f800000u);
+  const Expr v = select((x & 0x7c00) == 0x7c00, special, scaled);
+  return reinterpret(Float(32),
+                     reinterpret(UInt(32), v) | ((x & 0x8000) << 16));
+}
+
 // Storage value -> f32, and f32 -> storage value (round to nearest even).
 Expr toF32(const AttentionSpec &s, Expr e) {
   if (bf16AsBits(s))
     return reinterpret(Float(32), cast(UInt(32), e) << 16);
+  if (e.type().is_float() && e.type().bits() == 16 && !e.type().is_bfloat() &&
+      !s.target.isGpu())
+    return f16BitsToF32(std::move(e));
   return cast<float>(e);
 }
 Expr fromF32(const AttentionSpec &s, const Type &T, Expr f) {

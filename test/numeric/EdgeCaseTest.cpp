@@ -289,6 +289,69 @@ TEST(DecodeSplit, HugeLogitsAcrossChunks) {
   }
 }
 
+// kv_dtype = f16: the kernel widens f16 to f32 from the bits (the
+// f16BitsToF32 sequence in HalidePipeline.cpp, not Halide's emulation), so
+// every finite f16 value -- subnormals, -0, 65504 -- must come out as
+// itself. Each query row r puts all its weight on key r (K one-hot, Q
+// = 1000 on channel r: scores 0 or 112, so P is one-hot after the clamp at
+// -80), so out[b, r, head] is V[b, r, kv head] as the kernel read it;
+// together the rows cover every finite f16 bit pattern.
+TEST(KvStorage, EveryFiniteF16ValueReadsBackExactly) {
+  for (const char *name :
+       {"t_kvstore_f16_none_kv4", "t_kvstore_f16_none_kv1"}) {
+    const mhagen_kernel *k = kernel(name);
+    ASSERT_NE(k, nullptr);
+    SKIP_UNLESS_USABLE(k);
+    AttentionSpec s = specOf(k);
+    const int64_t T = s.d_k, dv = s.d_v, h = s.h, kv = s.n_kv;
+    ASSERT_TRUE(s.mask.isNone()) << name << ": needs mask = none";
+    std::vector<uint16_t> finite;
+    for (uint32_t bits = 0; bits < 65536; ++bits)
+      if (((bits >> 10) & 0x1f) != 0x1f)
+        finite.push_back(static_cast<uint16_t>(bits));
+    const int64_t perBatch = T * kv * dv;
+    const int64_t B =
+        (static_cast<int64_t>(finite.size()) + perBatch - 1) / perBatch;
+    Problem p(s, {B, T, T}, ProblemOptions{});
+    std::vector<float> q(static_cast<size_t>(B * T * h * s.d_k), 0.0f),
+        kk(static_cast<size_t>(B * T * kv * s.d_k), 0.0f),
+        v(static_cast<size_t>(B * T * kv * dv));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t r = 0; r < T; ++r) {
+        for (int64_t hd = 0; hd < h; ++hd)
+          q[static_cast<size_t>(((b * T + r) * h + hd) * s.d_k + r)] = 1000.0f;
+        for (int64_t g = 0; g < kv; ++g)
+          kk[static_cast<size_t>(((b * T + r) * kv + g) * s.d_k + r)] = 1.0f;
+      }
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = f16ToFloat(finite[i % finite.size()]);
+    p.setInput("q", q);
+    p.setInput("k", kk);
+    p.setInput("v", v);
+    mhagen_call_args a = p.args();
+    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+    const std::vector<float> got = p.output();
+    int64_t wrong = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t r = 0; r < T; ++r)
+        for (int64_t hd = 0; hd < h; ++hd)
+          for (int64_t c = 0; c < dv; ++c) {
+            const int64_t g = hd / (h / kv);
+            const float want =
+                v[static_cast<size_t>(((b * T + r) * kv + g) * dv + c)];
+            const float out =
+                got[static_cast<size_t>(((b * T + r) * h + hd) * dv + c)];
+            // P is one-hot up to the exp's rounding of 0 (a few ulps).
+            if (!(std::fabs(out - want) <= 1e-6f * std::fabs(want)) &&
+                ++wrong <= 5)
+              ADD_FAILURE() << name << ": V = " << want << " (f16 bits of "
+                            << "batch " << b << " key " << r << " channel " << c
+                            << ") read back as " << out;
+          }
+    EXPECT_EQ(wrong, 0) << name;
+  }
+}
+
 TEST(Strides, FusedQkvBufferGivesTheSameBits) {
   const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk80");
   ASSERT_NE(k, nullptr);
