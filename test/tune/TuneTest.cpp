@@ -4,6 +4,7 @@
 // random sampling at equal budget. Trials run through a fake runner with a
 // known landscape (FakeRunner.cpp).
 #include "mhagen/driver/BackendRegistry.h"
+#include "mhagen/machine/MachineModel.h"
 #include "mhagen/spec/SpecParser.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/tune/ScheduleSearch.h"
@@ -102,6 +103,34 @@ TEST(SearchSpace, ConstraintsRuleOutInvalidPoints) {
   p["q_tile"] = 64;
   EXPECT_NE(space.violation(p).find("unknown schedule parameter"),
             std::string::npos);
+}
+
+// K/V reuse (issue 15): every row of a query tile uses each staged K/V
+// tile. With a long static T the default tile grows towards 256 rows as far
+// as the per-task scratch fits half the L2 of the target's machine model;
+// with T unknown it stays at 64 rows (short calls would pay the padding).
+TEST(SearchSpace, LongStaticTGrowsTheQueryTileWithinTheL2) {
+  auto rowsFor = [](std::optional<int64_t> T, int64_t l2Bytes) {
+    AttentionSpec s =
+        parseSpecs("spec reuse { op = sdpa; d = 4096; h = 32; kv = 8; "
+                   "mask = causal; target = avx512 }",
+                   "t")
+            .at(0);
+    s.T = T;
+    auto m = std::make_shared<MachineModel>(presetMachine(TargetKind::Avx512));
+    m->l2Bytes = l2Bytes;
+    s.target.machine = m;
+    ScheduleSpace space = kernelBackend(Backend::Halide).scheduleSpace(s);
+    EXPECT_TRUE(space.valid(space.defaults)) << space.violation(space.defaults);
+    return space.defaults.at("heads_per_tile") *
+           space.defaults.at("tokens_per_tile");
+  };
+  EXPECT_EQ(rowsFor(std::nullopt, 2048 * 1024), 64);
+  EXPECT_EQ(rowsFor(512, 2048 * 1024), 64);
+  EXPECT_EQ(rowsFor(2048, 2048 * 1024), 256);
+  // A 512 KiB L2 (Zen 3): 256 KiB of scratch holds 96 rows with their
+  // staged 32-key K/V tile (4 B x rows x 468 floats + 32 KiB).
+  EXPECT_EQ(rowsFor(2048, 512 * 1024), 96);
 }
 
 TEST(SearchSpace, ProposalsAreValidAndNeverRepeat) {
