@@ -243,6 +243,19 @@ protected:
         << "message was: " << mhagen_last_error();
     EXPECT_EQ(k->calls.load(), before) << "the kernel must not run";
   }
+  // The arguments of an sdpa call on dense buffers of B x T tokens.
+  static mhagen_call_args sdpaArgs(int64_t B, int64_t T, const void *q,
+                                   const void *k, const void *v, void *out) {
+    mhagen_call_args a{};
+    a.abi_version = MHAGEN_ABI_VERSION;
+    a.batch = B;
+    a.t_q = a.t_kv = T;
+    a.q = q;
+    a.k = k;
+    a.v = v;
+    a.out = out;
+    return a;
+  }
   FakeKernel *plain_, *pad_, *fixed_;
 };
 
@@ -435,14 +448,7 @@ TEST_F(Validation, FixedTensorsLeftNullSayWhy) {
   std::vector<float> q(B * T * 4 * 8), k(B * T * 2 * 8), v(B * T * 2 * 8),
       out(B * T * 4 * 8), sinks(4), slopes(4, 0.5f);
   float scale = 0.25f;
-  mhagen_call_args a{};
-  a.abi_version = MHAGEN_ABI_VERSION;
-  a.batch = B;
-  a.t_q = a.t_kv = T;
-  a.q = q.data();
-  a.k = k.data();
-  a.v = v.data();
-  a.out = out.data();
+  mhagen_call_args a = sdpaArgs(B, T, q.data(), k.data(), v.data(), out.data());
   a.sinks = sinks.data();
   a.alibi_slopes = slopes.data();
   a.scale = &scale;
@@ -473,14 +479,7 @@ TEST_F(Validation, Int8KvNeedsItsScales) {
   std::vector<float> q(B * T * 4 * 8), out(B * T * 4 * 8);
   std::vector<int8_t> k(B * T * 2 * 8), v(B * T * 2 * 8);
   std::vector<float> ks(B * T * 2), vs(B * T * 2);
-  mhagen_call_args a{};
-  a.abi_version = MHAGEN_ABI_VERSION;
-  a.batch = B;
-  a.t_q = a.t_kv = T;
-  a.q = q.data();
-  a.k = k.data();
-  a.v = v.data();
-  a.out = out.data();
+  mhagen_call_args a = sdpaArgs(B, T, q.data(), k.data(), v.data(), out.data());
   a.k_scale = ks.data();
   a.v_scale = vs.data();
   ASSERT_EQ(call(&i8, &a), MHAGEN_OK) << mhagen_last_error();
