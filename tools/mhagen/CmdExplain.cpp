@@ -38,9 +38,7 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("--plot", o->plot,
                   "also draw how the heads split the projection columns (and "
                   "the K/V groups) into this PNG (one spec)");
-  cmd->add_option("--format", o->format, "text | json")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"text", "json"}));
+  addFormatOption(cmd, o->format);
   cmd->callback([o, &exitCode] {
     std::vector<AttentionSpec> specs;
     try {

@@ -275,9 +275,7 @@ void addHeadsCommand(CLI::App &app, int &exitCode) {
       ->capture_default_str();
   cmd->add_flag("--per-row", o->perRow, "also print each row's entropy");
   cmd->add_flag("--no-png", o->noPng, "write only the .npy files");
-  cmd->add_option("--format", o->format, "text | json")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"text", "json"}));
+  addFormatOption(cmd, o->format);
   cmd->callback([o, &exitCode] {
     std::vector<AttentionSpec> specs;
     try {

@@ -55,9 +55,7 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
   auto *cmd = app.add_subcommand(
       "list-targets", "List targets: which this machine runs, and why not");
   auto format = std::make_shared<std::string>("text");
-  cmd->add_option("--format", *format, "text | json")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"text", "json"}));
+  addFormatOption(cmd, *format);
   auto verbosePtr = std::make_shared<bool>(false);
   cmd->add_flag("--machines", *verbosePtr,
                 "also print each target's preset machine model");
@@ -144,9 +142,7 @@ void addInspectCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("library", o->lib, "a library made by mhagen --shared")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--format", o->format, "text | json")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"text", "json"}));
+  addFormatOption(cmd, o->format);
   cmd->callback([o, &exitCode] {
     mhagen_library *lib = nullptr;
     if (mhagen_load_library(o->lib.c_str(), &lib) != MHAGEN_OK) {

@@ -194,9 +194,7 @@ void addRunCommand(CLI::App &app, int &exitCode) {
   cmd->add_option("--threads", o->threads, "kernel threads (default: all)")
       ->check(threadRange());
   cmd->add_option("--seed", o->seed, "random seed")->capture_default_str();
-  cmd->add_option("--format", o->format, "text | json")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"text", "json"}));
+  addFormatOption(cmd, o->format);
   cmd->add_option("--lib", o->lib,
                   "load kernels from this shared library instead of "
                   "generating")

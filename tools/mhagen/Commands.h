@@ -23,6 +23,14 @@ inline CLI::Range sizeRange() { return CLI::Range(int64_t(1), kMaxRunSize); }
 /// --threads: 1 .. MHAGEN_MAX_THREADS (runtime.h).
 inline CLI::Range threadRange() { return CLI::Range(1, 256); }
 
+/// --format text | json, the report format of every command that prints
+/// one (default: the variable's value).
+inline CLI::Option *addFormatOption(CLI::App *cmd, std::string &format) {
+  return cmd->add_option("--format", format, "text | json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
+}
+
 /// "stmt,asm" -> {"stmt", "asm"}; throws CLI::ValidationError.
 std::set<std::string> parseEmitList(const std::string &list);
 /// "q_tile=64,key_tile=32" -> params; throws CLI::ValidationError.
