@@ -33,9 +33,9 @@ HeadWeights rebuildHeadWeights(const AttentionSpec &s, const LayerCall &c) {
   const double scale = s.scaleAtRuntime ? *c.scale : s.effectiveScale();
   std::vector<double> slopes(static_cast<size_t>(h), 0.0);
   if (s.alibi == AlibiSlopes::Standard) {
-    const std::vector<double> std = standardAlibiSlopes(h);
+    const std::vector<double> standard = standardAlibiSlopes(h);
     for (int64_t i = 0; i < h; ++i)
-      slopes[i] = static_cast<float>(std[i]); // as the kernels hold them
+      slopes[i] = static_cast<float>(standard[i]); // as the kernels hold them
   } else if (s.alibi == AlibiSlopes::Runtime) {
     for (int64_t i = 0; i < h; ++i)
       slopes[i] = c.alibiSlopes[i];
