@@ -22,6 +22,7 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
   shape.alibiSlopes = s.alibi == AlibiSlopes::Runtime;
   shape.lse = s.lse;
   shape.scale = s.scaleAtRuntime;
+  shape.kvBlock = s.op == Op::Sdpa ? s.kv_block : 0;
   return shape;
 }
 
@@ -49,6 +50,10 @@ std::string callSize(abi::Size sym) {
     return "B";
   case abi::Size::TokensQ:
     return "TQ";
+  case abi::Size::Blocks:
+    return "NB";
+  case abi::Size::TableBlocks:
+    return "TB";
   default:
     return "TKV";
   }
@@ -68,15 +73,23 @@ WrapperPlan wrapperPlan(const AttentionSpec &spec) {
   plan.setup =
       std::string("  const int64_t B = a->batch, TQ = a->t_q, TKV = ") +
       (s.layer ? "a->t_q" : "a->t_kv") + ";\n  (void)TKV;\n";
+  if (s.kvBlock > 0) // a paged cache: its blocks and the table's width
+    plan.setup += "  const int64_t NB = a->num_blocks, TB = (TKV + " +
+                  std::to_string(s.kvBlock - 1) + ") / " +
+                  std::to_string(s.kvBlock) + ";\n";
   for (const abi::TensorModel *t : abi::tensors(s)) {
     WrapperTensor w{t, std::string("a->") + t->name, {}, {}};
     for (const abi::Dim &d : t->dims)
       w.extents.push_back(extentExpr(d, s));
-    // Dense strides inside a token (or in all of a fixed tensor).
+    // Dense strides inside a token (or in all of a fixed tensor, whose
+    // inner sizes may come from the call: a block table's width).
     const size_t n = t->dims.size();
     w.strides.assign(n, "1");
     for (size_t i = n - 1; i-- > (t->isSequence() ? 2 : 0);)
-      w.strides[i] = std::to_string(abi::denseInnerElements(*t, s, i + 1));
+      w.strides[i] =
+          abi::staticExtent(t->dims[i + 1], s) > 0
+              ? std::to_string(abi::denseInnerElements(*t, s, i + 1))
+              : "(int64_t)" + w.extents[i + 1] + " * " + w.strides[i + 1];
     if (t->isSequence()) {
       const std::string row = std::to_string(abi::denseInnerElements(*t, s, 2));
       std::string ts = row;

@@ -47,6 +47,7 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
   m.spec.maskExpr = s.mask.str();
   m.spec.dtype = toString(s.dtype);
   m.spec.kv_dtype = toString(s.kvType());
+  m.spec.kv_block = s.kv_block;
   m.spec.bias = s.bias;
   m.spec.scaleAtRuntime = s.scaleAtRuntime;
   m.spec.scale = s.scaleAtRuntime ? 0.0 : s.effectiveScale();
@@ -137,11 +138,13 @@ std::string kernelHeader(const AttentionSpec &s, const std::string &symbol) {
       elem + ". */\nstatic inline int " + symbol +
       (layer ? "_layer" : "_sdpa") + "(\n    " + wrapList(params, 4, "    ") +
       ",\n    int64_t batch, " +
-      (layer ? "int64_t t" : "int64_t t_q, int64_t t_kv") + ints +
+      (layer ? "int64_t t" : "int64_t t_q, int64_t t_kv") +
+      (shape.kvBlock ? ", int64_t num_blocks" : "") + ints +
       ") {\n  mhagen_call_args a;\n  memset(&a, 0, sizeof a);\n"
       "  a.abi_version = MHAGEN_ABI_VERSION;\n  a.batch = batch;\n" +
-      (layer ? "  a.t_q = t;\n" : "  a.t_q = t_q;\n  a.t_kv = t_kv;\n") + sets +
-      intSets + "  return " + symbol + "(&a);\n}\n";
+      (layer ? "  a.t_q = t;\n" : "  a.t_q = t_q;\n  a.t_kv = t_kv;\n") +
+      (shape.kvBlock ? "  a.num_blocks = num_blocks;\n" : "") + sets + intSets +
+      "  return " + symbol + "(&a);\n}\n";
   conv = "#include <string.h>\n\n" + conv;
   std::string desc = s.op == Op::Sdpa
                          ? "scaled dot-product attention core (op = sdpa)"

@@ -71,6 +71,18 @@ int kvTypeBytes(KvType t) {
   return t == KvType::F32 ? 4 : t == KvType::I8 ? 1 : 2;
 }
 
+MaskSpec AttentionSpec::effectiveMask() const {
+  if (!pagedKv())
+    return mask;
+  MaskSpec m = mask;
+  if (m.anyOf.empty())
+    m.anyOf.push_back(MaskClause{});
+  for (MaskClause &c : m.anyOf)
+    c.padding = true;
+  m.normalize();
+  return m;
+}
+
 KvType AttentionSpec::kvType() const {
   return kv_dtype ? *kv_dtype : kvTypeOf(dtype);
 }
@@ -284,6 +296,8 @@ std::string AttentionSpec::canonical() const {
   os << "  dtype = " << toString(dtype) << "\n";
   if (kv_dtype)
     os << "  kv_dtype = " << toString(*kv_dtype) << "\n";
+  if (pagedKv())
+    os << "  kv_cache = paged(" << kv_block << ")\n";
   os << "  bias = " << (bias ? "true" : "false") << "\n";
   if (scale)
     os << "  scale = " << formatDouble(*scale) << "\n";
@@ -318,6 +332,8 @@ std::string AttentionSpec::semanticKey() const {
                         : formatDouble(effectiveScale()));
   if (kv_dtype) // absent when K/V are stored as dtype: old keys unchanged
     os << ";kv_dtype=" << toString(*kv_dtype);
+  if (pagedKv()) // absent for a contiguous cache: old keys unchanged
+    os << ";kv_cache=paged(" << kv_block << ")";
   // Score modifiers: absent when unset, so older keys stay as they were.
   if (softcap)
     os << ";softcap=" << formatValue(*softcap);
@@ -359,6 +375,8 @@ std::string AttentionSpec::derivedName() const {
   os << "_" << mask.shortName() << "_" << toString(dtype);
   if (kv_dtype)
     os << "_kv" << toString(*kv_dtype);
+  if (pagedKv())
+    os << "_paged" << kv_block;
   if (bias)
     os << "_bias";
   if (softcap)
@@ -391,11 +409,11 @@ std::string AttentionSpec::kernelName() const {
 bool AttentionSpec::operator==(const AttentionSpec &o) const {
   return name == o.name && op == o.op && d == o.d && h == o.h && d_k == o.d_k &&
          d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
-         kv_dtype == o.kv_dtype && bias == o.bias && scale == o.scale &&
-         scaleAtRuntime == o.scaleAtRuntime && softcap == o.softcap &&
-         alibi == o.alibi && sinks == o.sinks && lse == o.lse &&
-         target == o.target && backend == o.backend && T == o.T &&
-         T_kv == o.T_kv && B == o.B;
+         kv_dtype == o.kv_dtype && kv_block == o.kv_block && bias == o.bias &&
+         scale == o.scale && scaleAtRuntime == o.scaleAtRuntime &&
+         softcap == o.softcap && alibi == o.alibi && sinks == o.sinks &&
+         lse == o.lse && target == o.target && backend == o.backend &&
+         T == o.T && T_kv == o.T_kv && B == o.B;
 }
 
 } // namespace mhagen

@@ -40,9 +40,9 @@ SpecError::SpecError(std::vector<SpecDiagnostic> diags)
 
 const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
-      "op",    "d",        "h",       "kv",    "dk",      "dv",    "mask",
-      "dtype", "kv_dtype", "bias",    "scale", "softcap", "alibi", "sinks",
-      "lse",   "target",   "backend", "T",     "Tkv",     "B"};
+      "op",    "d",        "h",        "kv",      "dk",    "dv",      "mask",
+      "dtype", "kv_dtype", "kv_cache", "bias",    "scale", "softcap", "alibi",
+      "sinks", "lse",      "target",   "backend", "T",     "Tkv",     "B"};
   return names;
 }
 
@@ -656,6 +656,24 @@ AttentionSpec buildSpec(const RawSpec &raw) {
     if (s.kv_dtype && *s.kv_dtype == kvTypeOf(s.dtype))
       s.kv_dtype.reset();
   }
+  if (const RawField *f = field("kv_cache")) {
+    // contiguous, or paged(BLOCK): tokens per block.
+    const std::string &v = f->value;
+    const std::string head = "paged(";
+    int64_t block = 0;
+    if (v == "contiguous")
+      s.kv_block = 0;
+    else if (v.size() > head.size() + 1 &&
+             v.compare(0, head.size(), head) == 0 && v.back() == ')' &&
+             parseInt(v.substr(head.size(), v.size() - head.size() - 1),
+                      block) &&
+             block > 0)
+      s.kv_block = block;
+    else
+      bad("kv_cache", *f,
+          "expected contiguous or paged(BLOCK) with BLOCK tokens per block, "
+          "an integer > 0");
+  }
   if (const RawField *f = field("bias")) {
     if (f->value == "true")
       s.bias = true;
@@ -781,6 +799,7 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
   // Sizes are bounded so every index of every supported tensor fits int32
   // per dimension and the product of head count and width stays sane.
   const int64_t kMaxDim = 1 << 20;
+  const int64_t kMaxKvBlock = 1 << 16;
   struct SizeField {
     const char *name;
     int64_t value;
@@ -826,6 +845,28 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
     rule("kv_dtype", toString(*s.kv_dtype),
          "a K/V storage type other than dtype is built by the halide "
          "backend only (backend = mlir)");
+  if (s.pagedKv()) {
+    const std::string v = "paged(" + str(s.kv_block) + ")";
+    if (s.kv_block > kMaxKvBlock)
+      rule("kv_cache", v,
+           "BLOCK must be <= " + str(kMaxKvBlock) + " tokens per block");
+    else if (s.op != Op::Sdpa)
+      rule("kv_cache", v,
+           "a paged cache is read by the attention core: kv_cache = paged "
+           "needs op = sdpa (op = layer computes K and V itself)");
+    else if (s.target.isGpu())
+      rule("kv_cache", v,
+           "a paged K/V cache is built for CPU targets only; " +
+               s.target.str() + " is a GPU target");
+    else if (s.backend == Backend::Mlir)
+      rule("kv_cache", v,
+           "a paged K/V cache is built by the halide backend only (backend "
+           "= mlir)");
+    else if (s.T_kv)
+      rule("kv_cache", v,
+           "a paged cache takes its lengths at call time (kv_lens): drop "
+           "the static Tkv");
+  }
   if (s.scale && (!(*s.scale > 0) || !std::isfinite(*s.scale)))
     rule("scale", std::to_string(*s.scale), "must be a finite number > 0");
   if (s.lse && s.target.isGpu())

@@ -79,11 +79,13 @@ std::vector<TensorModel> buildTable() {
                        "k_token_stride", MHAGEN_ABI_STRIDE(k_token_stride),
                        "k_batch_stride", MHAGEN_ABI_STRIDE(k_batch_stride)));
   t.back().elem = Elem::KvData;
+  t.back().presence = Presence::ContiguousKv;
   t.push_back(sequence(MHAGEN_ABI_PTR(v), "values", Presence::Sdpa, false,
                        S::TokensKv, {{{S::KvHeads}}, {{S::Dv}}},
                        "v_token_stride", MHAGEN_ABI_STRIDE(v_token_stride),
                        "v_batch_stride", MHAGEN_ABI_STRIDE(v_batch_stride)));
   t.back().elem = Elem::KvData;
+  t.back().presence = Presence::ContiguousKv;
   // kv_dtype = i8: K[b, t, g, :] = k_scale[b, t, g] * int8 row.
   for (bool isK : {true, false}) {
     TensorModel scales =
@@ -107,6 +109,34 @@ std::vector<TensorModel> buildTable() {
                          "(batch, token, kv head) of the int8 cache";
     t.push_back(scales);
   }
+  // kv_cache = paged(BLOCK): the cache as blocks of BLOCK tokens, dense,
+  // that the block table names (docs/design.md §5, "Paged K/V"); the
+  // int8 scales in the same blocks.
+  for (bool isK : {true, false}) {
+    TensorModel blocks =
+        isK ? fixed(MHAGEN_ABI_PTR(k), "keys in blocks", Presence::PagedKv,
+                    {{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}, {{S::Dk}}})
+            : fixed(MHAGEN_ABI_PTR(v), "values in blocks", Presence::PagedKv,
+                    {{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}, {{S::Dv}}});
+    blocks.elem = Elem::KvData;
+    t.push_back(blocks);
+  }
+  for (bool isK : {true, false}) {
+    TensorModel scales =
+        isK ? fixed(MHAGEN_ABI_PTR(k_scale), "int8 key scales",
+                    Presence::PagedKvScales,
+                    {{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}})
+            : fixed(MHAGEN_ABI_PTR(v_scale), "int8 value scales",
+                    Presence::PagedKvScales,
+                    {{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}});
+    scales.elem = Elem::F32;
+    scales.givenButAbsent =
+        isK ? "k_scale given but this kernel's kv_dtype is not i8"
+            : "v_scale given but this kernel's kv_dtype is not i8";
+    scales.missingHint = " but kv_dtype = i8: pass one f32 scale per "
+                         "(block, slot, kv head) of the int8 cache";
+    t.push_back(scales);
+  }
   // op = layer: the projections around the core. W [in, out] row-major.
   t.push_back(sequence(MHAGEN_ABI_PTR(x), "input tokens", Presence::Layer,
                        false, S::TokensQ, {{{S::D}}}, nullptr, nullptr, nullptr,
@@ -127,12 +157,23 @@ std::vector<TensorModel> buildTable() {
                     {{{S::KvHeads, S::Dv}}}));
   t.push_back(fixed(MHAGEN_ABI_PTR(b_o), "output bias", Presence::LayerBias,
                     {{{S::D}}}));
-  // Mask `padding`: batch b sees keys [0, kv_lens[b]).
+  // Mask `padding`: batch b sees keys [0, kv_lens[b]); a paged cache:
+  // sequence b's length.
   t.push_back(perBatch(MHAGEN_ABI_PTR(kv_lens), "key length per batch",
                        Presence::Padding, Content::KeyLengthPerBatch,
-                       "kv_lens given but this kernel's mask has no padding",
-                       " but the mask has padding: pass one key length per "
-                       "batch"));
+                       "kv_lens given but this kernel's mask has no padding "
+                       "and its cache is not paged",
+                       " but the mask has padding or the cache is paged: "
+                       "pass one key length per batch"));
+  // A paged cache's block table: token t of sequence b is slot t % BLOCK
+  // of block block_table[b, t / BLOCK].
+  t.push_back(perBatch(MHAGEN_ABI_PTR(block_table), "block indices",
+                       Presence::PagedKv, Content::BlockIndices,
+                       "block_table given but this kernel's K/V cache is "
+                       "contiguous (only kv_cache = paged(BLOCK) takes one)",
+                       " but kv_cache = paged: pass ceil(t_kv / BLOCK) block "
+                       "indices per sequence"));
+  t.back().dims = {{{S::Batch}}, {{S::TableBlocks}}};
   // Score modifiers given at call time: one f32 per query head.
   t.push_back(fixed(MHAGEN_ABI_PTR(sinks), "learned sink logit per head",
                     Presence::Sinks, {{{S::H}}}));
@@ -200,14 +241,20 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
   switch (t.presence) {
   case Presence::Sdpa:
     return !s.layer;
+  case Presence::ContiguousKv:
+    return !s.layer && s.kvBlock == 0;
+  case Presence::PagedKv:
+    return !s.layer && s.kvBlock > 0;
+  case Presence::PagedKvScales:
+    return !s.layer && s.kvBlock > 0 && s.kv == Scalar::I8;
   case Presence::Layer:
     return s.layer;
   case Presence::LayerBias:
     return s.layer && s.bias;
   case Presence::Padding:
-    return s.padding;
+    return s.padding || (!s.layer && s.kvBlock > 0);
   case Presence::KvScales:
-    return !s.layer && s.kv == Scalar::I8;
+    return !s.layer && s.kvBlock == 0 && s.kv == Scalar::I8;
   case Presence::Sinks:
     return s.sinks;
   case Presence::AlibiSlopes:
@@ -276,7 +323,8 @@ std::vector<const TensorModel *> tensors(const AbiShape &s) {
 }
 
 bool isCallSize(Size sym) {
-  return sym == Size::Batch || sym == Size::TokensQ || sym == Size::TokensKv;
+  return sym == Size::Batch || sym == Size::TokensQ || sym == Size::TokensKv ||
+         sym == Size::Blocks || sym == Size::TableBlocks;
 }
 
 int64_t staticSize(Size sym, const AbiShape &s) {
@@ -293,9 +341,40 @@ int64_t staticSize(Size sym, const AbiShape &s) {
     return s.d_v;
   case Size::One:
     return 1;
+  case Size::Block:
+    return s.kvBlock;
   default:
     return 0;
   }
+}
+
+int64_t sizeAt(Size sym, const AbiShape &s, const CallSizes &c) {
+  switch (sym) {
+  case Size::Batch:
+    return c.batch;
+  case Size::TokensQ:
+    return c.tq;
+  case Size::TokensKv:
+    return c.tkv;
+  case Size::Blocks:
+    return c.numBlocks;
+  case Size::TableBlocks:
+    return s.kvBlock > 0 ? (c.tkv + s.kvBlock - 1) / s.kvBlock : 0;
+  default:
+    return staticSize(sym, s);
+  }
+}
+
+int64_t elementsAt(const TensorModel &t, const AbiShape &s, const CallSizes &c,
+                   size_t fromDim) {
+  int64_t v = 1;
+  for (size_t i = fromDim; i < t.dims.size(); ++i)
+    for (Size f : t.dims[i].factors) {
+      const int64_t x = sizeAt(f, s, c);
+      if (x < 0 || __builtin_mul_overflow(v, x, &v))
+        return -1;
+    }
+  return v;
 }
 
 int64_t staticExtent(const Dim &d, const AbiShape &s) {
@@ -341,6 +420,12 @@ const char *label(Size sym) {
     return "dv";
   case Size::One:
     return "1";
+  case Size::Blocks:
+    return "NB";
+  case Size::Block:
+    return "BLOCK";
+  case Size::TableBlocks:
+    return "ceil(Tkv/BLOCK)";
   }
   return "?";
 }
@@ -357,9 +442,12 @@ std::string dimsText(const TensorModel &t) {
 }
 
 std::string docTable() {
-  static const char *when[] = {"sdpa",          "layer",       "layer, bias",
-                               "padding",       "kv_dtype i8", "sinks learned",
-                               "alibi runtime", "lse",         "scale runtime"};
+  static const char *when[] = {"sdpa",          "layer",
+                               "layer, bias",   "padding/paged",
+                               "kv_dtype i8",   "sinks learned",
+                               "alibi runtime", "lse",
+                               "scale runtime", "sdpa, contiguous",
+                               "paged",         "paged, kv_dtype i8"};
   std::string out;
   for (const TensorModel &t : allTensors()) {
     std::string line = std::string(" *   ") + t.name;

@@ -34,6 +34,7 @@ std::string KernelManifest::toJson() const {
                     {"expr", spec.maskExpr}};
   s["dtype"] = spec.dtype;
   s["kv_dtype"] = spec.kv_dtype.empty() ? spec.dtype : spec.kv_dtype;
+  s["kv_block"] = spec.kv_block;
   s["bias"] = spec.bias;
   s["scale"] = spec.scaleAtRuntime ? ojson("runtime") : ojson(spec.scale);
   s["softcap"] = spec.softcap;
@@ -62,6 +63,7 @@ namespace {
 constexpr int kMaxDepth = 32;
 constexpr int64_t kMaxDim = int64_t(1) << 20;
 constexpr int64_t kMaxStatic = int64_t(1) << 24;
+constexpr int64_t kMaxKvBlock = int64_t(1) << 16; // the spec's bound
 
 // nlohmann's DOM builder behind a SAX handler that refuses nesting deeper
 // than kMaxDepth before it is built (deep documents overflow the stack in
@@ -219,7 +221,7 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
                   "h",     "d_k",          "d_v",       "n_kv",  "mask",
                   "dtype", "kv_dtype",     "bias",      "scale", "softcap",
                   "alibi", "sinks",        "lse",       "T",     "T_kv",
-                  "B"},
+                  "B",     "kv_block"},
               "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);
@@ -242,6 +244,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     m.spec.dtype = str(s, "dtype", sp);
     m.spec.kv_dtype =
         s.contains("kv_dtype") ? str(s, "kv_dtype", sp) : m.spec.dtype;
+    if (s.contains("kv_block"))
+      m.spec.kv_block = integer(s, "kv_block", sp, 0, kMaxKvBlock);
     m.spec.bias = boolean(s, "bias", sp);
     const ojson &scale = field(s, "scale", sp);
     if (scale.is_string() && scale.get<std::string>() == "runtime") {
@@ -305,6 +309,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
                 m.spec.kv_dtype + "'");
   if (m.spec.kv_dtype != m.spec.dtype && m.spec.op != "sdpa")
     return fail("spec.kv_dtype differs from spec.dtype but op is not sdpa");
+  if (m.spec.kv_block > 0 && m.spec.op != "sdpa")
+    return fail("spec.kv_block (a paged K/V cache) needs op = sdpa");
   if (m.spec.n_kv > m.spec.h || m.spec.h % m.spec.n_kv != 0)
     return fail("spec.h (" + std::to_string(m.spec.h) +
                 ") must be a multiple of spec.n_kv (" +

@@ -120,6 +120,7 @@ abi::AbiShape abiShapeOf(const KernelManifest &m) {
   shape.alibiSlopes = s.alibi == "runtime";
   shape.lse = s.lse;
   shape.scale = s.scaleAtRuntime;
+  shape.kvBlock = s.kv_block;
   return shape;
 }
 
@@ -143,8 +144,17 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   auto bytes = [&](const abi::TensorModel &t) {
     return abi::scalarBytes(abi::scalarOf(t, shape));
   };
+  // The dimensions after the leading call sizes ([B, T] of a sequence,
+  // [num_blocks] of a paged cache's blocks) are fixed by the manifest.
+  auto fixedFrom = [](const abi::TensorModel &t) {
+    size_t i = 0;
+    while (i < t.dims.size() && t.dims[i].factors.size() == 1 &&
+           abi::isCallSize(t.dims[i].factors[0]))
+      ++i;
+    return i;
+  };
   auto overflows = [&](const abi::TensorModel &t) {
-    const int64_t n = abi::denseInnerElements(t, shape, t.isSequence() ? 2 : 0);
+    const int64_t n = abi::denseInnerElements(t, shape, fixedFrom(t));
     return n <= 0 || product({n, bytes(t)}).overflow;
   };
   for (const abi::TensorModel &t : table)
@@ -184,9 +194,31 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                       num(sz.fixed));
   }
 
-  // Pointers of tensors this kernel does not have must stay NULL.
+  // A paged cache: its block count (the other kernels take none).
+  const bool paged = s.kv_block > 0 && !layer;
+  if (paged && (a->num_blocks < 1 || a->num_blocks > INT32_MAX))
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                "num_blocks must be in [1, 2^31) for this kernel's paged "
+                "K/V cache (got " +
+                    num(a->num_blocks) + ")");
+  if (!paged && a->num_blocks != 0)
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                "num_blocks is " + num(a->num_blocks) +
+                    " but this kernel's K/V cache is contiguous (only "
+                    "kv_cache = paged(BLOCK) takes blocks): pass 0");
+  const abi::CallSizes sizes{a->batch, a->t_q, tkv, a->num_blocks};
+
+  // Pointers of tensors this kernel does not have must stay NULL (a name
+  // of two rows, such as k contiguous or paged, counts as present if one
+  // of them is).
+  auto namePresent = [&](const abi::TensorModel &t) {
+    for (const abi::TensorModel &o : table)
+      if (std::string(o.name) == t.name && abi::isPresent(o, shape))
+        return true;
+    return false;
+  };
   for (const abi::TensorModel &t : table)
-    if (t.givenButAbsent && !abi::isPresent(t, shape) && t.pointer(*a))
+    if (t.givenButAbsent && t.pointer(*a) && !namePresent(t))
       return fail(MHAGEN_ERR_INVALID_ARGUMENT, t.givenButAbsent);
 
   // Tensors in the model's order, outputs and integer vectors last; byte
@@ -214,9 +246,22 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     }
     if ((rc = checkVector(t.name, t.pointer(*a), bytes(t))) != MHAGEN_OK)
       return rc;
+    // Kernels index with 32-bit strides per dimension: one block of a
+    // paged cache must stay below 2^31 elements; the whole tensor below
+    // 2^63 bytes.
+    const int64_t inner = abi::elementsAt(t, shape, sizes, 1);
+    const int64_t n = abi::elementsAt(t, shape, sizes, 0);
+    if (inner < 0 || inner > INT32_MAX || n < 0 ||
+        product({n, bytes(t)}).overflow)
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                  std::string(t.name) +
+                      " is too large: each of its rows must stay below "
+                      "2^31 elements and the whole below 2^63 bytes");
     b = reinterpret_cast<uintptr_t>(t.pointer(*a));
-    e = b +
-        static_cast<uintptr_t>(abi::denseInnerElements(t, shape, 0) * bytes(t));
+    e = b + static_cast<uintptr_t>(n * bytes(t));
+    if (e < b)
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                  std::string(t.name) + " wraps around the address space");
     return int(MHAGEN_OK);
   };
   for (const abi::TensorModel &m : table) {
@@ -267,13 +312,40 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     if (!values)
       return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                   std::string(t->name) + " is NULL" + t->missingHint);
+    if ((rc = checkVector(t->name, values, 4)) != MHAGEN_OK)
+      return rc;
     if (t->content == abi::Content::KeyLengthPerBatch)
       for (int64_t i = 0; i < a->batch; ++i)
         if (values[i] < 0 || values[i] > tkv)
           return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                       std::string(t->name) + "[" + num(i) +
                           "] = " + num(values[i]) +
-                          " is outside [0, t_kv = " + num(tkv) + "]");
+                          " is outside [0, t_kv = " + num(tkv) + "]" +
+                          (paged ? " (t_kv is the block table's capacity: " +
+                                       num(abi::sizeAt(abi::Size::TableBlocks,
+                                                       shape, sizes)) +
+                                       " blocks of " + num(s.kv_block) +
+                                       " tokens per sequence)"
+                                 : std::string()));
+    // A paged cache: every block a sequence's length needs lies in the
+    // cache (kv_lens, checked above, bounds the entries read). A hostile
+    // table is refused here; the kernel clamps its reads as well.
+    if (t->content == abi::Content::BlockIndices) {
+      const int64_t width = abi::sizeAt(abi::Size::TableBlocks, shape, sizes);
+      for (int64_t b = 0; b < a->batch; ++b) {
+        const int64_t need = (a->kv_lens[b] + s.kv_block - 1) / s.kv_block;
+        for (int64_t j = 0; j < need; ++j) {
+          const int32_t blk = values[b * width + j];
+          if (blk < 0 || blk >= a->num_blocks)
+            return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                        std::string(t->name) + "[" + num(b) + ", " + num(j) +
+                            "] = " + num(blk) +
+                            " is outside [0, num_blocks = " +
+                            num(a->num_blocks) + ") and sequence " + num(b) +
+                            " (length " + num(a->kv_lens[b]) + ") reads it");
+        }
+      }
+    }
   }
   if (a->device_pointers && m.device != "cuda")
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,

@@ -23,12 +23,15 @@ struct Shape {
   const char *op;
   int64_t d, h, kv, dk, dv;
   bool causal, padding, bias;
+  int64_t kvBlock; // kv_cache = paged(kvBlock); 0: contiguous
 };
 const Shape kShapes[] = {
-    {"sdpa", 32, 4, 2, 8, 8, true, false, false},
-    {"sdpa", 24, 3, 1, 8, 5, false, true, false},
-    {"layer", 16, 4, 2, 4, 4, true, true, true},
-    {"layer", 12, 2, 2, 6, 6, false, false, false},
+    {"sdpa", 32, 4, 2, 8, 8, true, false, false, 0},
+    {"sdpa", 24, 3, 1, 8, 5, false, true, false, 0},
+    {"layer", 16, 4, 2, 4, 4, true, true, true, 0},
+    {"layer", 12, 2, 2, 6, 6, false, false, false, 0},
+    {"sdpa", 32, 4, 2, 8, 8, true, false, false, 4},
+    {"sdpa", 24, 3, 1, 8, 5, false, true, false, 3},
 };
 
 std::vector<std::string> gJson, gSymbols;
@@ -45,9 +48,9 @@ void setUp() {
   if (!gKernels.empty())
     return;
   mhagen_override_cpu_features("sse41 avx avx2 fma f16c");
-  gJson.reserve(8);
-  gSymbols.reserve(8);
-  gDescs.reserve(8);
+  gJson.reserve(16);
+  gSymbols.reserve(16);
+  gDescs.reserve(16);
   for (const Shape &s : kShapes) {
     mhagen::KernelManifest m;
     m.abiVersion = MHAGEN_ABI_VERSION;
@@ -66,6 +69,7 @@ void setUp() {
     m.spec.causal = s.causal;
     m.spec.padding = s.padding;
     m.spec.bias = s.bias;
+    m.spec.kv_block = s.kvBlock;
     // Per-head modifiers and the lse output on some kernels: pointers the
     // runtime must require there and refuse elsewhere.
     const size_t i = gSymbols.size();
@@ -74,6 +78,7 @@ void setUp() {
     m.spec.lse = i % 3 == 2;
     m.spec.scaleAtRuntime = i % 4 == 3;
     m.spec.dtype = "f32";
+    m.spec.kv_dtype = s.kvBlock == 3 ? "i8" : "f32";
     m.spec.scale = m.spec.scaleAtRuntime ? 0.0 : 0.5;
     m.target = "avx2";
     m.backend = "halide";
@@ -124,6 +129,7 @@ struct Reader {
 
 alignas(64) float gBuffers[4][4096];
 int32_t gLens[8];
+int32_t gTable[128]; // a paged cache's block table, any entries
 
 const void *pointer(Reader &r) {
   switch (r.take(1) % 6) {
@@ -187,6 +193,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint32_t scaleBits = static_cast<uint32_t>(r.take(4));
   std::memcpy(&gBuffers[3][0], &scaleBits, sizeof scaleBits);
   a.scale = static_cast<const float *>(pointer(r));
+  // A paged cache: any block count and any table entries (the caller's
+  // contract is only the table's size, batch x ceil(t_kv / BLOCK) <= 128
+  // entries here), and scales for the int8 one.
+  a.num_blocks = r.take(1) % 4 ? r.size() : 0;
+  for (int32_t &entry : gTable)
+    entry = static_cast<int32_t>(r.take(r.take(1) % 2 ? 1 : 4));
+  a.block_table = r.take(1) % 4 && a.batch >= 1 && a.batch <= 8 &&
+                          a.t_kv >= 1 && a.t_kv <= 48
+                      ? gTable
+                      : nullptr;
+  if (r.take(1) % 2) {
+    a.k_scale = static_cast<const float *>(pointer(r));
+    a.v_scale = static_cast<const float *>(pointer(r));
+  }
   int before = gCalls;
   int rc = mhagen_call(k, &a);
   if (rc == MHAGEN_OK) {

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -512,6 +513,152 @@ TEST_F(Validation, Int8KvNeedsItsScales) {
               "k_scale given but this kernel's kv_dtype is not i8");
 }
 
+// kv_cache = paged(BLOCK): blocks, a block table and the sequence lengths,
+// checked before the kernel runs; a hostile table never reaches it.
+TEST_F(Validation, PagedCacheChecksItsTableAndLengths) {
+  KernelManifest m = fakeManifest("valpaged", "valpaged_avx2", "avx2", kAvx2);
+  m.spec.kv_block = 4;
+  m.spec.kv_dtype = "i8";
+  static FakeKernel paged(m);
+  const int64_t B = 2, Tq = 1, Tkv = 10, NB = 7; // 3 table entries each
+  std::vector<float> q(B * Tq * 4 * 8), out(B * Tq * 4 * 8);
+  std::vector<int8_t> k(NB * 4 * 2 * 8), v(NB * 4 * 2 * 8);
+  std::vector<float> ks(NB * 4 * 2), vs(NB * 4 * 2);
+  std::vector<int32_t> lens = {10, 5};
+  // Sequence 1 needs two blocks: its third entry is never read.
+  std::vector<int32_t> table = {6, 0, 3, 2, 5, -77};
+  mhagen_call_args a =
+      sdpaArgs(B, Tq, q.data(), k.data(), v.data(), out.data());
+  a.t_kv = Tkv;
+  a.k_scale = ks.data();
+  a.v_scale = vs.data();
+  a.kv_lens = lens.data();
+  a.block_table = table.data();
+  a.num_blocks = NB;
+  ASSERT_EQ(call(&paged, &a), MHAGEN_OK) << mhagen_last_error();
+  std::vector<int32_t> bad = table;
+  bad[4] = 7; // sequence 1's second block, past the cache
+  mhagen_call_args c = a;
+  c.block_table = bad.data();
+  expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "block_table[1, 1] = 7 is outside [0, num_blocks = 7) and "
+              "sequence 1 (length 5) reads it");
+  bad = table;
+  bad[0] = -1;
+  c.block_table = bad.data();
+  expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "block_table[0, 0] = -1 is outside");
+  // A length the table cannot hold.
+  std::vector<int32_t> longer = {13, 5};
+  c = a;
+  c.kv_lens = longer.data();
+  expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "kv_lens[0] = 13 is outside [0, t_kv = 10] (t_kv is the block "
+              "table's capacity: 3 blocks of 4 tokens per sequence)");
+  c = a;
+  c.kv_lens = nullptr;
+  expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "kv_lens is NULL but the mask has padding or the cache is paged");
+  c = a;
+  c.block_table = nullptr;
+  expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "block_table is NULL but kv_cache = paged: pass ceil(t_kv / "
+              "BLOCK) block indices per sequence");
+  c = a;
+  c.num_blocks = 0;
+  expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "num_blocks must be in [1, 2^31) for this kernel's paged K/V "
+              "cache (got 0)");
+  c = a;
+  c.k_scale = nullptr;
+  expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k_scale is NULL but kv_dtype = i8: pass one f32 scale per "
+              "(block, slot, kv head)");
+  c = a;
+  c.out = ks.data() + 1; // the output must not alias the blocks' scales
+  expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT, "out overlaps input");
+  // A contiguous kernel takes neither a table nor a block count.
+  Buffers b;
+  b.args.block_table = table.data();
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "block_table given but this kernel's K/V cache is contiguous");
+  Buffers b2;
+  b2.args.num_blocks = 3;
+  expectError(plain_, &b2.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "num_blocks is 3 but this kernel's K/V cache is contiguous");
+}
+
+TEST(KvAppend, WritesRowsIntoTheirBlocksAndRefusesBadTables) {
+  // block 3, kv 2, width 4: a cache of 5 blocks; the sequence's table
+  // names blocks 4 then 1.
+  const int64_t BLK = 3, NB = 5, KV = 2, W = 4, row = KV * W;
+  const int32_t table[] = {4, 1};
+  std::vector<float> src(4 * row);
+  for (size_t i = 0; i < src.size(); ++i)
+    src[i] = static_cast<float>(i) * 0.25f - 3.0f;
+  std::vector<float> cache(NB * BLK * row, -1000.0f);
+  // Tokens 2..5: slot 2 of block 4, then slots 0..2 of block 1.
+  ASSERT_EQ(mhagen_kv_append_paged(src.data(), 4, 2, table, 2, BLK, NB, KV, W,
+                                   MHAGEN_KV_F32, cache.data(), nullptr),
+            MHAGEN_OK)
+      << mhagen_last_error();
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t pos = 2 + r, slot = table[pos / BLK] * BLK + pos % BLK;
+    for (int64_t c = 0; c < row; ++c)
+      EXPECT_EQ(cache[slot * row + c], src[r * row + c]) << r << " " << c;
+  }
+  EXPECT_EQ(std::count(cache.begin(), cache.end(), -1000.0f),
+            static_cast<long>(cache.size() - 4 * row))
+      << "only the four tokens' slots are written";
+  // bf16/f16 round to nearest even; i8 writes a scale per (token, head).
+  std::vector<uint16_t> half(NB * BLK * row);
+  ASSERT_EQ(mhagen_kv_append_paged(src.data(), 1, 0, table, 2, BLK, NB, KV, W,
+                                   MHAGEN_KV_BF16, half.data(), nullptr),
+            MHAGEN_OK);
+  EXPECT_EQ(half[4 * BLK * row + 1], 0xc030u) << "-2.75 in bf16";
+  ASSERT_EQ(mhagen_kv_append_paged(src.data(), 1, 0, table, 2, BLK, NB, KV, W,
+                                   MHAGEN_KV_F16, half.data(), nullptr),
+            MHAGEN_OK);
+  EXPECT_EQ(half[4 * BLK * row], 0xc200u) << "-3 in f16";
+  std::vector<int8_t> q8(NB * BLK * row);
+  std::vector<float> scales(NB * BLK * KV, 0.0f);
+  ASSERT_EQ(mhagen_kv_append_paged(src.data(), 2, 4, table, 2, BLK, NB, KV, W,
+                                   MHAGEN_KV_I8, q8.data(), scales.data()),
+            MHAGEN_OK);
+  for (int64_t r = 0; r < 2; ++r)
+    for (int64_t g = 0; g < KV; ++g) {
+      const int64_t slot = table[(4 + r) / BLK] * BLK + (4 + r) % BLK;
+      const float s = scales[slot * KV + g];
+      ASSERT_GT(s, 0.0f);
+      for (int64_t c = 0; c < W; ++c)
+        EXPECT_NEAR(q8[slot * row + g * W + c] * s, src[r * row + g * W + c],
+                    s / 2 + 1e-6f);
+    }
+  // Refused, nothing written: a table too short, an index outside the
+  // cache, scales missing for i8 or given for f32.
+  std::vector<float> before = cache;
+  EXPECT_EQ(mhagen_kv_append_paged(src.data(), 2, 5, table, 2, BLK, NB, KV, W,
+                                   MHAGEN_KV_F32, cache.data(), nullptr),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(mhagen_last_error(),
+                       "tokens 5..6 need 3 blocks but the table holds 2"))
+      << mhagen_last_error();
+  const int32_t hostile[] = {4, 5};
+  EXPECT_EQ(mhagen_kv_append_paged(src.data(), 2, 2, hostile, 2, BLK, NB, KV, W,
+                                   MHAGEN_KV_F32, cache.data(), nullptr),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(mhagen_last_error(),
+                       "table[1] = 5 is outside [0, num_blocks = 5)"))
+      << mhagen_last_error();
+  EXPECT_EQ(mhagen_kv_append_paged(src.data(), 1, 0, table, 2, BLK, NB, KV, W,
+                                   MHAGEN_KV_I8, q8.data(), nullptr),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(mhagen_kv_append_paged(src.data(), 1, 0, table, 2, BLK, NB, KV, W,
+                                   MHAGEN_KV_F32, cache.data(), scales.data()),
+            MHAGEN_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cache, before);
+}
+
 TEST(Manifest, KvDtypeIsReadAndChecked) {
   KernelManifest m = fakeManifest("kvm", "kvm_avx2", "avx2", kAvx2);
   m.spec.kv_dtype = "f16";
@@ -522,6 +669,24 @@ TEST(Manifest, KvDtypeIsReadAndChecked) {
   m.spec.kv_dtype = "i4";
   EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), back, &err));
   EXPECT_TRUE(contains(err, "spec.kv_dtype must be f32, bf16, f16 or i8"))
+      << err;
+}
+
+TEST(Manifest, KvBlockIsReadAndChecked) {
+  KernelManifest m = fakeManifest("kvb", "kvb_avx2", "avx2", kAvx2);
+  m.spec.kv_block = 16;
+  KernelManifest back;
+  std::string err;
+  ASSERT_TRUE(KernelManifest::fromJson(m.toJson(), back, &err)) << err;
+  EXPECT_EQ(back.spec.kv_block, 16);
+  m.spec.kv_block = 70000;
+  EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), back, &err));
+  EXPECT_TRUE(contains(err, "kv_block")) << err;
+  m.spec.kv_block = 16;
+  m.spec.op = "layer";
+  EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), back, &err));
+  EXPECT_TRUE(contains(err, "spec.kv_block (a paged K/V cache) needs op = "
+                            "sdpa"))
       << err;
 }
 

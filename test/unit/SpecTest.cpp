@@ -315,6 +315,59 @@ TEST(Spec, KvDtypeIsItsOwnFieldAndKeepsOldKeys) {
   EXPECT_EQ(plain.kvBytesPerToken(), 8 * 256 * 4);
 }
 
+TEST(Spec, PagedKvCacheIsItsOwnFieldAndKeepsOldKeys) {
+  AttentionSpec s = one("spec a { op = sdpa; d = 4096; h = 32; kv = 8; "
+                        "mask = causal; kv_cache = paged(16) }");
+  EXPECT_EQ(s.kv_block, 16);
+  EXPECT_TRUE(s.pagedKv());
+  EXPECT_EQ(s.derivedName(), "mha_sdpa_d4096_h32_kv8_dk128_causal_f32_paged16");
+  EXPECT_NE(s.canonical().find("kv_cache = paged(16)"), std::string::npos);
+  EXPECT_EQ(one(s.canonical()), s) << s.canonical();
+  // Every clause of the mask in effect hides the keys past the length.
+  EXPECT_EQ(s.effectiveMask().str(), "causal & padding");
+  EXPECT_EQ(s.mask.str(), "causal");
+  AttentionSpec none = one("spec a { op = sdpa; d = 64; h = 4; "
+                           "kv_cache = paged(8) }");
+  EXPECT_EQ(none.effectiveMask().str(), "padding");
+  // contiguous is the default: no field, the same key and hash as before.
+  AttentionSpec plain = one("spec a { op = sdpa; d = 4096; h = 32; kv = 8; "
+                            "mask = causal; kv_cache = contiguous }");
+  EXPECT_FALSE(plain.pagedKv());
+  EXPECT_EQ(plain.semanticKey().find("kv_cache"), std::string::npos);
+  EXPECT_EQ(plain.effectiveMask(), plain.mask);
+  EXPECT_NE(plain.hash(), s.hash());
+}
+
+TEST(SpecErrors, PagedKvCacheRules) {
+  for (const char *bad : {"paged(0)", "paged(-4)", "paged(x)", "paged(16",
+                          "paged()", "blocks"}) {
+    SpecDiagnostic d = firstError(std::string("spec a { op = sdpa; d = 64; "
+                                              "h = 4; kv_cache = ") +
+                                  bad + " }");
+    EXPECT_EQ(d.field, "kv_cache") << bad;
+    EXPECT_EQ(d.value, bad);
+    EXPECT_NE(d.rule.find("expected contiguous or paged(BLOCK)"),
+              std::string::npos)
+        << d.rule;
+  }
+  struct Case {
+    const char *extra, *rule;
+  };
+  for (Case c : {Case{"op = layer", "needs op = sdpa"},
+                 Case{"op = sdpa; backend = mlir", "halide backend only"},
+                 Case{"op = sdpa; target = cuda_sm90", "CPU targets only"},
+                 Case{"op = sdpa; Tkv = 512", "drop the static Tkv"}}) {
+    SpecDiagnostic d = firstError(std::string("spec a { d = 64; h = 4; ") +
+                                  c.extra + "; kv_cache = paged(16) }");
+    EXPECT_EQ(d.field, "kv_cache") << c.extra;
+    EXPECT_EQ(d.value, "paged(16)");
+    EXPECT_NE(d.rule.find(c.rule), std::string::npos) << d.rule;
+  }
+  SpecDiagnostic d = firstError("spec a { op = sdpa; d = 64; h = 4; "
+                                "kv_cache = paged(65537) }");
+  EXPECT_NE(d.rule.find("BLOCK must be <= 65536"), std::string::npos);
+}
+
 TEST(SpecErrors, KvDtypeRules) {
   SpecDiagnostic d = firstError("spec a { op = sdpa; d = 64; h = 4; "
                                 "kv_dtype = fp8 }");

@@ -26,6 +26,9 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
       {"--kv-dtype", "kv_dtype",
        "K/V storage: f32 | bf16 | f16 | i8 (default: dtype; i8 takes "
        "per-token scales; op = sdpa)"},
+      {"--kv-cache", "kv_cache",
+       "contiguous (default) | paged(BLOCK): K/V in blocks of BLOCK tokens "
+       "read through a block table, lengths in kv_lens (op = sdpa)"},
       {"--scale", "scale",
        "score scale (default 1/sqrt(dk)), or runtime: a call argument"},
       {"--softcap", "softcap", "cap scores at C: C tanh(s / C) (Gemma 2)"},

@@ -7,10 +7,14 @@
  * and for k and v its kv_dtype: f32 = float, bf16/f16 = uint16_t bit
  * patterns, i8 = int8_t; "(when)" says which kernels have the tensor):
  *   q        [B, Tq, h, dk]    queries (sdpa, strided)
- *   k        [B, Tkv, kv, dk]  keys (sdpa, strided)
- *   v        [B, Tkv, kv, dv]  values (sdpa, strided)
+ *   k        [B, Tkv, kv, dk]  keys (sdpa, contiguous, strided)
+ *   v        [B, Tkv, kv, dv]  values (sdpa, contiguous, strided)
  *   k_scale  [B, Tkv, kv]      int8 key row scales (kv_dtype i8, strided)
  *   v_scale  [B, Tkv, kv]      int8 value row scales (kv_dtype i8, strided)
+ *   k        [NB, BLOCK, kv, dk] keys in blocks (paged)
+ *   v        [NB, BLOCK, kv, dv] values in blocks (paged)
+ *   k_scale  [NB, BLOCK, kv]   int8 key scales (paged, kv_dtype i8)
+ *   v_scale  [NB, BLOCK, kv]   int8 value scales (paged, kv_dtype i8)
  *   x        [B, Tq, d]        input tokens (layer)
  *   w_q      [d, h*dk]         query projection (layer)
  *   w_k      [d, kv*dk]        key projection (layer)
@@ -20,7 +24,8 @@
  *   b_k      [kv*dk]           key bias (layer, bias)
  *   b_v      [kv*dv]           value bias (layer, bias)
  *   b_o      [d]               output bias (layer, bias)
- *   kv_lens  [B]               int32 key length per batch (padding)
+ *   kv_lens  [B]               int32 key length per batch (padding/paged)
+ *   block_table [B, ceil(Tkv/BLOCK)] int32 block indices (paged)
  *   sinks    [h]               learned sink logit per head (sinks learned)
  *   alibi_slopes [h]           ALiBi slope per head (alibi runtime)
  *   scale    [1]               score scale, finite and > 0 (scale runtime)
@@ -45,8 +50,9 @@ extern "C" {
  * 2: k_scale/v_scale (kv_dtype = i8).
  * 3: sinks, alibi_slopes (score modifiers).
  * 4: lse (each row's log-sum-exp).
- * 5: scale (scale = runtime). */
-#define MHAGEN_ABI_VERSION 5
+ * 5: scale (scale = runtime).
+ * 6: block_table, num_blocks (kv_cache = paged(BLOCK)). */
+#define MHAGEN_ABI_VERSION 6
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
  * mhagen_last_error() holds the message. */
@@ -114,6 +120,16 @@ typedef struct mhagen_call_args {
    * float (finite, > 0; a device pointer like the others when
    * device_pointers is set). */
   const float *scale;
+
+  /* kv_cache = paged(BLOCK) (docs/design.md §5, "Paged K/V"): k and v are
+   * [num_blocks, BLOCK, kv, dk|dv] (k_scale/v_scale [num_blocks, BLOCK,
+   * kv]), dense; token t of sequence b is slot t % BLOCK of block
+   * block_table[b * ceil(t_kv / BLOCK) + t / BLOCK]. kv_lens[b] is the
+   * sequence's length (<= t_kv, the table's capacity in tokens) and its
+   * t_q queries are its last t_q tokens. Entries past a sequence's length
+   * are never read; the others must lie in [0, num_blocks). */
+  const int32_t *block_table;
+  int64_t num_blocks;
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

@@ -38,11 +38,31 @@ struct AbiShape {
   bool alibiSlopes = false;  ///< alibi = runtime
   bool lse = false;          ///< lse = true
   bool scale = false;        ///< scale = runtime
+  int64_t kvBlock = 0;       ///< kv_cache = paged(kvBlock); 0: contiguous
 };
 
-/// A size symbol. Batch and the token counts come from the call; the
+/// A size symbol. Batch, the token counts, the cache's block count and the
+/// block table's width (ceil(t_kv / Block)) come from the call; the
 /// others are fixed by the spec.
-enum class Size { Batch, TokensQ, TokensKv, D, H, KvHeads, Dk, Dv, One };
+enum class Size {
+  Batch,
+  TokensQ,
+  TokensKv,
+  D,
+  H,
+  KvHeads,
+  Dk,
+  Dv,
+  One,
+  Blocks,     ///< num_blocks: blocks in a paged cache
+  Block,      ///< tokens per block (kv_cache = paged(Block))
+  TableBlocks ///< block table entries per sequence: ceil(t_kv / Block)
+};
+
+/// The sizes a call gives (op = layer: t_kv = t_q).
+struct CallSizes {
+  int64_t batch = 0, tq = 0, tkv = 0, numBlocks = 0;
+};
 
 /// One dimension: the product of its factors (w_q's columns are h*dk).
 struct Dim {
@@ -58,22 +78,28 @@ enum class Elem {
 
 /// When a tensor is part of a kernel's ABI.
 enum class Presence {
-  Sdpa,        ///< op = sdpa
-  Layer,       ///< op = layer
-  LayerBias,   ///< op = layer with bias = true
-  Padding,     ///< any op whose mask has a padding term
-  KvScales,    ///< op = sdpa with kv_dtype = i8
-  Sinks,       ///< any op with sinks = learned
-  AlibiSlopes, ///< any op with alibi = runtime
-  Lse,         ///< any op with lse = true
-  Scale,       ///< any op with scale = runtime
+  Sdpa,         ///< op = sdpa
+  Layer,        ///< op = layer
+  LayerBias,    ///< op = layer with bias = true
+  Padding,      ///< any op whose mask has a padding term, or a paged cache
+  KvScales,     ///< op = sdpa with kv_dtype = i8 (contiguous cache)
+  Sinks,        ///< any op with sinks = learned
+  AlibiSlopes,  ///< any op with alibi = runtime
+  Lse,          ///< any op with lse = true
+  Scale,        ///< any op with scale = runtime
+  ContiguousKv, ///< op = sdpa with a contiguous K/V cache
+  PagedKv,      ///< op = sdpa with kv_cache = paged(BLOCK)
+  PagedKvScales ///< a paged cache with kv_dtype = i8
 };
 
 /// How the runtime checks a tensor's contents (beyond size and pointer).
 enum class Content {
   Values,            ///< any values
   KeyLengthPerBatch, ///< one key count per batch, each in [0, t_kv]
-  PositiveFinite     ///< every value finite and > 0 (host memory only)
+  PositiveFinite,    ///< every value finite and > 0 (host memory only)
+  /// A paged cache's block table: the entries a sequence's length needs
+  /// (ceil(kv_lens[b] / Block)) each name a block in [0, num_blocks)
+  BlockIndices
 };
 
 /// One tensor of the ABI.
@@ -142,6 +168,12 @@ int64_t staticExtent(const Dim &d, const AbiShape &s);
 /// tensor (-1 on overflow).
 int64_t denseInnerElements(const TensorModel &t, const AbiShape &s,
                            size_t fromDim);
+
+/// Value of any symbol at a call's sizes (0 if unknown).
+int64_t sizeAt(Size sym, const AbiShape &s, const CallSizes &c);
+/// Elements of dims [fromDim, rank) at a call's sizes; -1 on overflow.
+int64_t elementsAt(const TensorModel &t, const AbiShape &s, const CallSizes &c,
+                   size_t fromDim = 0);
 
 /// Short label of a symbol ("B", "Tq", "Tkv", "d", "h", "kv", "dk", "dv",
 /// "1").

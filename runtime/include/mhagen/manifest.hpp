@@ -29,6 +29,9 @@ struct ManifestSpec {
   std::string dtype;    ///< "f32" | "bf16" | "f16"
   std::string kv_dtype; ///< K/V storage: dtype's name, or "i8" etc.;
                         ///< empty is read as dtype
+  /// kv_cache = paged(BLOCK): tokens per K/V block; 0: contiguous (and
+  /// in older manifests).
+  int64_t kv_block = 0;
   bool bias = false;
   double scale = 0;            ///< 0 when scaleAtRuntime
   bool scaleAtRuntime = false; ///< scale = runtime (a `scale` argument)

@@ -112,6 +112,32 @@ int mhagen_call(const mhagen_kernel *k, const mhagen_call_args *args);
 int mhagen_kv_quantize_i8(const float *src, int64_t rows, int64_t width,
                           int8_t *dst, float *scales);
 
+/** The storage types of a K/V cache (the spec's kv_dtype). */
+enum mhagen_kv_dtype {
+  MHAGEN_KV_F32 = 0,
+  MHAGEN_KV_BF16 = 1, /* uint16_t bits, rounded to nearest even */
+  MHAGEN_KV_F16 = 2,  /* uint16_t bits, rounded to nearest even */
+  MHAGEN_KV_I8 = 3    /* int8_t with one f32 scale per (slot, kv head) */
+};
+
+/** A paged cache (kv_cache = paged(BLOCK), abi.h): appends `n` new tokens
+ * of one sequence to K (or V), cache [num_blocks, block, kv_heads, width].
+ * src is [n, kv_heads, width] f32; its row r is token first_pos + r,
+ * stored in slot (first_pos + r) % block of block
+ * table[(first_pos + r) / block], where `table` is the sequence's row of
+ * the block table (table_len entries). kv_dtype i8 quantises each
+ * (token, kv head) row as mhagen_kv_quantize_i8 does and writes its scale
+ * to scales [num_blocks, block, kv_heads] (NULL otherwise). Refused,
+ * with nothing written: a table too short for first_pos + n tokens, a
+ * block index outside [0, num_blocks) among those the tokens land in,
+ * non-finite input for i8, NULL pointers, sizes < 1. Then append the
+ * sequence's length (kv_lens) by n before the next call. */
+int mhagen_kv_append_paged(const float *src, int64_t n, int64_t first_pos,
+                           const int32_t *table, int64_t table_len,
+                           int64_t block, int64_t num_blocks, int64_t kv_heads,
+                           int64_t width, enum mhagen_kv_dtype kv_dtype,
+                           void *cache, float *scales);
+
 /* ---- Partial results ---- */
 /** Merges two attention results of the same queries over disjoint sets of
  * keys (two chunks of a KV cache, a cached prefix and new tokens, two

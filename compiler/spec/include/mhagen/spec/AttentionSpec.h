@@ -123,6 +123,12 @@ struct AttentionSpec {
   /// K/V storage type; unset: the same as dtype (never set to it: the
   /// parser drops a kv_dtype equal to dtype, so equal specs print alike).
   std::optional<KvType> kv_dtype;
+  /// `kv_cache = paged(BLOCK)`: K/V (and int8 scales) live in blocks of
+  /// kv_block tokens, [num_blocks, BLOCK, kv, dk], that a per-sequence
+  /// block table names; kv_lens gives each sequence's length, and its
+  /// queries sit at its last T_q positions (docs/design.md §5, "Paged
+  /// K/V"). 0: one contiguous [B, T_kv, kv, dk] cache.
+  int64_t kv_block = 0;
   bool bias = false;           ///< projection biases (op = layer only)
   std::optional<double> scale; ///< unset: 1/sqrt(d_k)
   /// `scale = runtime`: the scale is a call argument (scale [1] f32) and
@@ -149,6 +155,12 @@ struct AttentionSpec {
   KvType kvType() const;
   /// K/V stored as int8 with per-(token, head) scales.
   bool kvQuantized() const { return kvType() == KvType::I8; }
+  /// K/V in a paged cache (kv_cache = paged(BLOCK)).
+  bool pagedKv() const { return kv_block > 0; }
+  /// The mask a kernel applies: the spec's, and with a paged cache every
+  /// clause also hides the keys past its sequence's length (a padding
+  /// term; `none` becomes `padding`).
+  MaskSpec effectiveMask() const;
   /// Bytes of K and V stored per token (op = sdpa: what a decode step
   /// reads per cached token), int8 row scales included.
   int64_t kvBytesPerToken() const;
