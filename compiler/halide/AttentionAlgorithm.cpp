@@ -117,7 +117,13 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Expr head = ho * HP + i % HP;
   const Expr token = qo * TT + i / HP;
   const Expr tokenClamped = min(token, Tq - 1);
-  const Expr pos = token + (Tkv - Tq); // absolute position (KV-cache offset)
+  // The mask in effect (a paged cache adds its sequences' lengths), and
+  // where a sequence ends: T_kv, or with a paged cache its own length, so
+  // its T_q queries are its last positions (bottom-right per sequence).
+  const MaskSpec mask = s.effectiveMask();
+  const bool perSequence = s.pagedKv();
+  const Expr seqEnd = perSequence ? in.kvLen(b) : Tkv;
+  const Expr pos = token + (seqEnd - Tq); // absolute position
   // GQA: the tile's heads share K/V head g = head / (h/kv), without copies.
   const Expr kvHead = (ho * HP) / static_cast<int>(group);
   const Expr key = kt * KT + j;
@@ -126,14 +132,17 @@ AttentionStages defineAttention(const AttentionSpec &s,
   // positions are a small table per tile, so the predicate is a vector
   // load and compares (i / HP spelled inline would split the vectors).
   st.rowPos = Func(name("row_pos"));
-  st.rowPos(i, qo) = pos;
-  const Expr rowPos = st.rowPos(i, qo);
+  if (perSequence)
+    st.rowPos(i, qo, b) = pos;
+  else
+    st.rowPos(i, qo) = pos;
+  const Expr rowPos = perSequence ? st.rowPos(i, qo, b) : st.rowPos(i, qo);
   // A union of conjunctions: visible under some clause.
   auto andAlso = [](const Expr &a, const Expr &c) {
     return a.defined() ? a && c : c;
   };
   Expr anyClause;
-  for (const MaskClause &c : s.mask.anyOf) {
+  for (const MaskClause &c : mask.anyOf) {
     Expr v;
     if (c.isCausal())
       v = andAlso(v, key <= rowPos);
@@ -272,13 +281,13 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Expr numKeyTiles = (Tkv + KT - 1) / KT;
   const Expr firstToken = qo * TT;
   const Expr lastToken = min(qo * TT + TT - 1, Tq - 1);
-  const Expr firstPos = firstToken + (Tkv - Tq);
-  const Expr lastPos = lastToken + (Tkv - Tq);
+  const Expr firstPos = firstToken + (seqEnd - Tq);
+  const Expr lastPos = lastToken + (seqEnd - Tq);
   struct TileRange {
     Expr lo, hi, hiUnpadded;
   };
   std::vector<TileRange> ranges;
-  for (const MaskClause &c : s.mask.anyOf) {
+  for (const MaskClause &c : mask.anyOf) {
     TileRange r{0, numKeyTiles - 1, Expr()};
     if (c.isCausal())
       r.hi = min(r.hi, lastPos / KT); // floor division
@@ -292,6 +301,10 @@ AttentionStages defineAttention(const AttentionSpec &s,
       r.hi = min(r.hi, (in.kvLen(b) - 1) / KT);
     if (c.window > 0)
       r.lo = max(0, (firstPos - static_cast<int>(c.window) + 1) / KT);
+    // A position loaded from memory (a paged sequence's length) has no
+    // bound Halide can see: the first tile is kept inside the key axis.
+    if (c.window > 0 && perSequence)
+      r.lo = min(r.lo, numKeyTiles - 1);
     ranges.push_back(r);
   }
   Expr lo = 0, hi = numKeyTiles - 1, hiUnpadded = hi;
@@ -342,15 +355,15 @@ AttentionStages defineAttention(const AttentionSpec &s,
     st.rt = RDom(0, (numKeyTiles + st.splits - 1) / st.splits, name("rt"));
     keyTile = lo + sp * chunk + st.rt;
     Expr scan = st.rt < chunk && keyTile <= hi;
-    if (s.mask.isUnion())
+    if (mask.isUnion())
       scan = scan && inRanges(keyTile);
     st.rt.where(scan);
   } else {
     st.rt = RDom(0, numKeyTiles, name("rt"));
     keyTile = lo + st.rt;
-    if (s.mask.isUnion())
+    if (mask.isUnion())
       st.rt.where(keyTile <= hi && inRanges(keyTile));
-    else if (!s.mask.isNone())
+    else if (!mask.isNone())
       st.rt.where(keyTile <= hi);
   }
 

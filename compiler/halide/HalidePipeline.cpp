@@ -11,6 +11,7 @@
 #include "mhagen/spec/BackendResult.h"
 #include "mhagen/spec/ScoreModifiers.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -156,8 +157,8 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
   bp.args.assign(params.inOrder.begin(), params.inOrder.end());
 
   hl::AttentionInputs in;
-  if (s.mask.hasPadding()) {
-    bp.kvLens = param("kv_lens"); // one length per batch
+  if (s.mask.hasPadding() || (s.op == Op::Sdpa && s.pagedKv())) {
+    bp.kvLens = param("kv_lens"); // one length per batch (or sequence)
     in.kvLen(v.b) = bp.kvLens(v.b);
     in.hasKvLen = true;
   }
@@ -185,21 +186,59 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     // K/V as stored (kv_dtype): f32/bf16/f16 convert exactly to f32; int8
     // rows are scaled by their row's scale (docs/design.md §5). GPU
     // kernels keep K/V as the dtype (kv_dtype is for CPU targets).
+    //
+    // A paged cache (docs/design.md §5, "Paged K/V"): token t of sequence
+    // b is slot t % BLOCK of block block_table(t / BLOCK, b). Both indices
+    // are clamped into the table and the cache, so even a table the
+    // runtime did not check cannot make a read leave the buffers; values
+    // past the sequence's length (slots never written, maybe NaN) are
+    // replaced by 0 before P V multiplies them by their zero weights.
+    std::function<Expr(Expr, Expr)> slot = [](Expr t, Expr) { return t; };
+    std::function<Expr(Expr, Expr)> block = [](Expr, Expr b) { return b; };
+    if (s.pagedKv()) {
+      ImageParam table = param("block_table");
+      const int BLK = static_cast<int>(s.kv_block);
+      const Expr numBlocks = k.dim(3).extent();
+      const Expr width = table.dim(0).extent();
+      slot = [BLK](Expr t, Expr) { return t % BLK; };
+      block = [=](Expr t, Expr b) {
+        return clamp(table(clamp(t / BLK, 0, width - 1), b), 0, numBlocks - 1);
+      };
+    }
+    auto kAt = [&](ImageParam p, Expr c, Expr g, Expr t, Expr b) {
+      return p(c, g, slot(t, b), block(t, b));
+    };
+    auto scaleAt = [&](ImageParam p, Expr g, Expr t, Expr b) {
+      return p(g, slot(t, b), block(t, b));
+    };
+    Expr kValue, vValue;
     if (s.kvQuantized()) {
       ImageParam ks = param("k_scale"), vs = param("v_scale");
-      in.k(v.c, v.g, v.t, v.b) =
-          cast<float>(k(v.c, v.g, v.t, v.b)) * ks(v.g, v.t, v.b);
-      in.v(v.c, v.g, v.t, v.b) =
-          cast<float>(vv(v.c, v.g, v.t, v.b)) * vs(v.g, v.t, v.b);
+      kValue =
+          cast<float>(kAt(k, v.c, v.g, v.t, v.b)) * scaleAt(ks, v.g, v.t, v.b);
+      vValue =
+          cast<float>(kAt(vv, v.c, v.g, v.t, v.b)) * scaleAt(vs, v.g, v.t, v.b);
     } else {
-      in.k(v.c, v.g, v.t, v.b) = f32(k(v.c, v.g, v.t, v.b));
-      in.v(v.c, v.g, v.t, v.b) = f32(vv(v.c, v.g, v.t, v.b));
+      kValue = f32(kAt(k, v.c, v.g, v.t, v.b));
+      vValue = f32(kAt(vv, v.c, v.g, v.t, v.b));
     }
+    Expr vRawValue = kAt(vv, v.c, v.g, v.t, v.b);
+    if (s.pagedKv()) {
+      const Expr written = v.t < in.kvLen(v.b);
+      vValue = select(written, vValue, 0.0f);
+      vRawValue =
+          select(written, vRawValue, Internal::make_zero(vRawValue.type()));
+    }
+    in.k(v.c, v.g, v.t, v.b) = kValue;
+    in.v(v.c, v.g, v.t, v.b) = vValue;
     in.qRaw(v.c, v.hd, v.t, v.b) = q(v.c, v.hd, v.t, v.b);
-    in.kRaw(v.c, v.g, v.t, v.b) = k(v.c, v.g, v.t, v.b);
-    in.vRaw(v.c, v.g, v.t, v.b) = vv(v.c, v.g, v.t, v.b);
+    in.kRaw(v.c, v.g, v.t, v.b) = kAt(k, v.c, v.g, v.t, v.b);
+    in.vRaw(v.c, v.g, v.t, v.b) = vRawValue;
     in.tq = q.dim(2).extent();
-    in.tkv = k.dim(2).extent();
+    // A paged cache's key axis: the table's capacity (kv_lens <= t_kv).
+    in.tkv = s.pagedKv() ? param("block_table").dim(0).extent() *
+                               static_cast<int>(s.kv_block)
+                         : k.dim(2).extent();
     in.batch = q.dim(3).extent();
     bp.attention = hl::defineAttention(s, in, tiles, v);
     if (decodeTiles) {

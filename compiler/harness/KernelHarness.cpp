@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <stdexcept>
 
@@ -99,7 +100,10 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   const std::map<std::string, float> amplitude = {
       {"q", qAmp},   {"w_q", wqAmp}, {"w_k", ain},  {"w_v", ain}, {"w_o", aout},
       {"b_q", 0.1f}, {"b_k", 0.1f},  {"b_v", 0.1f}, {"b_o", 0.1f}};
-  const abi::AbiShape shape = backend::abiShapeOf(s);
+  // A paged cache is generated as the contiguous one (the reference reads
+  // that) and then copied into shuffled blocks (buildPagedCache).
+  abi::AbiShape shape = backend::abiShapeOf(s);
+  shape.kvBlock = 0;
   uint32_t next = 1; // seeds in the model's order
   for (const abi::TensorModel *t : abi::tensors(shape)) {
     const size_t n = elementCount(*t, shape, size_);
@@ -144,11 +148,66 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   }
   if (s.dtype != DType::F32)
     outBits_.assign(outF32_.size(), 0);
-  if (s.mask.hasPadding()) {
+  if (s.mask.hasPadding() || (s.op == Op::Sdpa && s.pagedKv())) {
     std::mt19937 rng(seed + 10);
-    std::uniform_int_distribution<int64_t> u(1, Tkv);
+    std::uniform_int_distribution<int64_t> u(
+        std::clamp<int64_t>(o.kvLenMin, 0, Tkv), Tkv);
     for (int64_t b = 0; b < B; ++b)
       lens_.push_back(static_cast<int32_t>(o.kvLen >= 0 ? o.kvLen : u(rng)));
+  }
+  if (s.op == Op::Sdpa && s.pagedKv())
+    buildPagedCache(pagedSeed_ = seed + 11);
+}
+
+void Problem::buildPagedCache(uint32_t seed) {
+  const int64_t BLK = spec_.kv_block, B = size_.B;
+  const int64_t width = (size_.Tkv + BLK - 1) / BLK;
+  // Every sequence's blocks, a quarter more that no sequence names, in a
+  // seeded random order: sequences never sit in consecutive blocks.
+  numBlocks_ = B * width + (B * width) / 4 + 1;
+  std::vector<int32_t> order(static_cast<size_t>(numBlocks_));
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = static_cast<int32_t>(i);
+  std::mt19937 rng(seed);
+  std::shuffle(order.begin(), order.end(), rng);
+  table_.assign(static_cast<size_t>(B * width), -1);
+  size_t used = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t need = (lens_[b] + BLK - 1) / BLK;
+    for (int64_t j = 0; j < need; ++j)
+      table_[b * width + j] = order[used++];
+  }
+  // Copy each stored tensor's rows into their slots; every other slot
+  // holds NaN (bf16/f16 NaN bits, int8 127 with a NaN scale), which the
+  // kernel must never let into a result.
+  paged_.clear();
+  for (const char *name : {"k", "v", "k_scale", "v_scale"}) {
+    auto it = inputs_.find(name);
+    if (it == inputs_.end())
+      continue;
+    const Tensor &src = it->second;
+    const size_t rows = static_cast<size_t>(B * size_.Tkv);
+    const size_t row = src.f32.size() / rows;
+    const size_t n = static_cast<size_t>(numBlocks_ * BLK) * row;
+    Tensor dst;
+    dst.f32.assign(n, std::numeric_limits<float>::quiet_NaN());
+    if (!src.bits.empty())
+      dst.bits.assign(n, spec_.kvType() == KvType::BF16 ? 0x7fc0 : 0x7e00);
+    if (!src.i8.empty())
+      dst.i8.assign(n, 127);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < lens_[b]; ++t) {
+        const size_t from = static_cast<size_t>(b * size_.Tkv + t) * row;
+        const size_t to =
+            static_cast<size_t>(table_[b * width + t / BLK] * BLK + t % BLK) *
+            row;
+        std::copy_n(src.f32.begin() + from, row, dst.f32.begin() + to);
+        if (!src.bits.empty())
+          std::copy_n(src.bits.begin() + from, row, dst.bits.begin() + to);
+        if (!src.i8.empty())
+          std::copy_n(src.i8.begin() + from, row, dst.i8.begin() + to);
+      }
+    paged_[name] = std::move(dst);
   }
 }
 
@@ -168,6 +227,7 @@ void Problem::setInput(const std::string &name,
   if (!t.exact.empty())
     t.exact = values;
   t.f32 = values;
+
   if (!t.bits.empty()) {
     // The tensor's storage type: the spec's dtype (K/V: its kv_dtype).
     const abi::AbiShape shape = backend::abiShapeOf(spec_);
@@ -181,6 +241,8 @@ void Problem::setInput(const std::string &name,
       t.f32[i] = bf ? bf16ToFloat(t.bits[i]) : f16ToFloat(t.bits[i]);
     }
   }
+  if (!paged_.empty()) // the paged copy follows the new values
+    buildPagedCache(pagedSeed_);
 }
 
 const float *Problem::input(const char *name) const {
@@ -194,16 +256,20 @@ mhagen_call_args Problem::args() {
   a.batch = size_.B;
   a.t_q = size_.Tq;
   a.t_kv = spec_.op == Op::Sdpa ? size_.Tkv : 0;
+  a.num_blocks = paged_.empty() ? 0 : numBlocks_;
   for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(spec_))) {
-    if (t->output && std::string(t->name) == "lse")
+    const std::string name = t->name;
+    if (t->output && name == "lse")
       t->bind(a, lse_.data());
     else if (t->output)
       t->bind(a, outBits_.empty() ? static_cast<void *>(outF32_.data())
                                   : static_cast<void *>(outBits_.data()));
     else if (t->elem == abi::Elem::Int32)
-      t->bind(a, lens_.data());
+      t->bind(a, name == "block_table" ? table_.data() : lens_.data());
+    else if (paged_.count(name))
+      t->bind(a, const_cast<void *>(paged_.at(name).data()));
     else
-      t->bind(a, const_cast<void *>(inputs_.at(t->name).data()));
+      t->bind(a, const_cast<void *>(inputs_.at(name).data()));
   }
   return a;
 }
@@ -377,15 +443,19 @@ double nominalFlops(const AttentionSpec &s, const ProblemSize &z) {
 double usefulFlops(const AttentionSpec &s, const ProblemSize &z,
                    const std::vector<int32_t> &kvLens) {
   CostReport r = computeCost(s, z.Tq, z.Tkv, z.B);
-  if (!s.mask.hasPadding() || kvLens.empty())
+  if (kvLens.empty() || (!s.mask.hasPadding() && !s.pagedKv()))
     return r.flopsTotal;
-  // Count visible pairs with the actual lengths.
+  // Count visible pairs with the actual lengths (a paged cache: each
+  // sequence ends at its own length).
   const int64_t Tkv = s.op == Op::Layer ? z.Tq : z.Tkv;
+  const MaskSpec mask = s.effectiveMask();
   double pairs = 0;
-  for (int64_t b = 0; b < z.B; ++b)
+  for (int64_t b = 0; b < z.B; ++b) {
+    const int64_t end = s.pagedKv() ? kvLens[b] : Tkv;
     for (int64_t i = 0; i < z.Tq; ++i)
       for (int64_t j = 0; j < Tkv; ++j)
-        pairs += maskAllows(s.mask, i, j, z.Tq, Tkv, kvLens[b]) ? 1 : 0;
+        pairs += maskAllows(mask, i, j, z.Tq, end, kvLens[b]) ? 1 : 0;
+  }
   return r.flopsProjections + 2.0 * pairs * s.h * (s.d_k + s.d_v);
 }
 

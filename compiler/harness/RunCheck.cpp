@@ -55,14 +55,26 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
   js["B"] = p.size().B;
   js["T"] = p.size().Tq;
   js["Tkv"] = p.size().Tkv;
+  if (spec.op == Op::Sdpa && spec.pagedKv()) {
+    js["kv_block"] = spec.kv_block;
+    js["num_blocks"] = p.numBlocks();
+    js["kv_lens"] = p.kvLens();
+  }
   js["median_ms"] = t.medianMs;
   js["min_ms"] = t.minMs;
   js["reps"] = t.reps;
   js["gflops_nominal"] = nominal / (t.medianMs * 1e6);
   js["gflops_useful"] = useful / (t.medianMs * 1e6);
-  // K and V as stored, read once per call: decode's bandwidth floor.
-  const double kvBytes = static_cast<double>(p.size().B) * p.size().Tkv *
-                         static_cast<double>(spec.kvBytesPerToken());
+  // K and V as stored, read once per call: decode's bandwidth floor. With
+  // per-batch lengths (padding, a paged cache) the keys past a length are
+  // never read.
+  double kvTokens = static_cast<double>(p.size().B) * p.size().Tkv;
+  if (!p.kvLens().empty()) {
+    kvTokens = 0;
+    for (int32_t len : p.kvLens())
+      kvTokens += len;
+  }
+  const double kvBytes = kvTokens * static_cast<double>(spec.kvBytesPerToken());
   if (spec.op == Op::Sdpa) // a layer computes its K/V, it reads X
     js["kv_gbs"] = kvBytes / (t.medianMs * 1e6);
   js["max_abs_err"] = cmp.maxAbsErr;
@@ -91,6 +103,18 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
        << threads << " threads)\n";
   text << "problem  B " << p.size().B << ", T_q " << p.size().Tq << ", T_kv "
        << p.size().Tkv << "\n";
+  if (spec.op == Op::Sdpa && spec.pagedKv()) {
+    // The harness's cache: every sequence in shuffled blocks.
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int32_t len : p.kvLens()) {
+      lo = std::min<int64_t>(lo, len);
+      hi = std::max<int64_t>(hi, len);
+    }
+    text << "cache    paged: " << p.numBlocks() << " blocks of "
+         << spec.kv_block
+         << " tokens in shuffled order, sequence lengths (kv_lens) " << lo
+         << ".." << hi << "\n";
+  }
   std::snprintf(buf, sizeof buf,
                 "time     median %.3f ms (min %.3f ms, %d reps)\n", t.medianMs,
                 t.minMs, t.reps);

@@ -135,9 +135,13 @@ static void attendOneHead(const AttentionSpec &s, const HeadModifiers &hm,
   const Acc sink = hm.sink ? static_cast<Acc>(*hm.sink) : Acc(0);
   std::vector<Acc> scores(static_cast<size_t>(Tkv));
   std::vector<bool> visible(static_cast<size_t>(Tkv));
+  // A paged cache: each sequence ends at its own length (its queries are
+  // its last T_q tokens) and hides the keys past it (docs/design.md §5).
+  const MaskSpec mask = s.effectiveMask();
+  const int64_t seqEnd = s.pagedKv() ? kvLen : Tkv;
   for (int64_t i : rows) {
     for (int64_t j = 0; j < Tkv; ++j) {
-      visible[j] = maskAllows(s.mask, i, j, Tq, Tkv, kvLen);
+      visible[j] = maskAllows(mask, i, j, Tq, seqEnd, kvLen);
       Acc dot = 0;
       if (visible[j])
         for (int64_t c = 0; c < s.d_k; ++c)
@@ -147,9 +151,9 @@ static void attendOneHead(const AttentionSpec &s, const HeadModifiers &hm,
         const Acc cap = static_cast<Acc>(*s.softcap);
         score = cap * std::tanh(score / cap);
       }
-      // ALiBi: slope * (j - pos(i)), pos(i) = i + Tkv - Tq (bottom-right).
+      // ALiBi: slope * (j - pos(i)), pos(i) = i + end - Tq (bottom-right).
       score +=
-          static_cast<Acc>(hm.slope) * static_cast<Acc>(j - (i + Tkv - Tq));
+          static_cast<Acc>(hm.slope) * static_cast<Acc>(j - (i + seqEnd - Tq));
       scores[j] = score;
     }
     std::vector<Acc> p =
@@ -190,7 +194,7 @@ static std::vector<int64_t> rowsOrAll(const std::vector<int64_t> *rows,
 
 static int64_t kvLength(const AttentionSpec &s, const int32_t *kvLens,
                         int64_t b, int64_t Tkv) {
-  if (!s.mask.hasPadding())
+  if (!s.mask.hasPadding() && !s.pagedKv())
     return Tkv;
   if (!kvLens)
     throw std::invalid_argument("reference: mask has padding but no kvLens");

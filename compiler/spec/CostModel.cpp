@@ -208,7 +208,7 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
                                      static_cast<double>(r.visitedPairs)
                                : 0.0);
   os << buf;
-  if (s.mask.hasPadding())
+  if (s.mask.hasPadding() || s.pagedKv())
     os << "  (padding counted as full length; the real count depends on "
           "the lengths passed at call time)\n";
   os << "memory:\n";
@@ -223,6 +223,11 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
     os << buf;
   }
   os << "\n";
+  if (s.op == Op::Sdpa && s.pagedKv())
+    os << "  K/V cache             paged: blocks of " << s.kv_block
+       << " tokens, " << bytes(s.kv_block * r.kvBytesPerToken)
+       << " per block (K and V); each sequence reads ceil(len / " << s.kv_block
+       << ") blocks through its table\n";
   os << "  naive score matrix    " << bytes(r.naiveScoreBytes)
      << " per sequence (h*T_q*T_kv f32)\n";
   os << "  fused scratch         " << bytes(r.fusedScratchBytes)

@@ -237,6 +237,41 @@ static int check_layer(dtype t, layer_f32_fn f32, layer_b16_fn b16,
                 t);
 }
 
+/* A paged cache: K and V appended by the runtime's helper into blocks of
+ * 4 tokens in the order 4, 0, 2 of a pool of 5 (the other two stay NaN,
+ * as slots no sequence wrote may), read by the kernel through the table. */
+static int check_paged(void) {
+  enum { BLK = 4, NBLK = 5, NTAB = (T + BLK - 1) / BLK };
+  static const int32_t table[NTAB] = {4, 0, 2};
+  static float kpool[NBLK * BLK * KV * SDK], vpool[NBLK * BLK * KV * SDK];
+  static double q[T * H * SDK], k[T * KV * SDK], v[T * KV * SDK],
+      ref[T * H * SDK];
+  const int32_t lens[1] = {T};
+  int i, rc;
+  FILL(qf, 1.0f);
+  FILL(kf, 1.0f);
+  FILL(vf, 1.0f);
+  for (i = 0; i < NBLK * BLK * KV * SDK; ++i)
+    kpool[i] = vpool[i] = NAN;
+  rc = mhagen_kv_append_paged(kf, T, 0, table, NTAB, BLK, NBLK, KV, SDK,
+                              MHAGEN_KV_F32, kpool, NULL);
+  if (rc == MHAGEN_OK)
+    rc = mhagen_kv_append_paged(vf, T, 0, table, NTAB, BLK, NBLK, KV, SDK,
+                                MHAGEN_KV_F32, vpool, NULL);
+  if (rc != MHAGEN_OK)
+    return report("ev_sdpa_paged (append)", rc, outf, ref, 0, F32);
+  for (i = 0; i < T * H * SDK; ++i)
+    q[i] = qf[i];
+  for (i = 0; i < T * KV * SDK; ++i) {
+    k[i] = kf[i];
+    v[i] = vf[i];
+  }
+  attention(q, k, v, SDK, ref);
+  rc = ev_sdpa_paged_avx2_sdpa(qf, kpool, vpool, outf, 1, T, T, NBLK, lens,
+                               table);
+  return report("ev_sdpa_paged", rc, outf, ref, T * H * SDK, F32);
+}
+
 int run_every_kernel_c(void) {
   int failures = 0;
   failures += check_sdpa(F32, ev_sdpa_f32_avx2_sdpa, NULL, "ev_sdpa_f32");
@@ -248,6 +283,7 @@ int run_every_kernel_c(void) {
                          "em_sdpa_bf16 (mlir)");
   failures +=
       check_sdpa(F16, NULL, em_sdpa_f16_avx2_mlir_sdpa, "em_sdpa_f16 (mlir)");
+  failures += check_paged();
   failures += check_layer(F32, ev_layer_f32_avx2_layer, NULL, "ev_layer_f32");
   failures +=
       check_layer(BF16, NULL, ev_layer_bf16_avx2_layer, "ev_layer_bf16");

@@ -11,6 +11,10 @@
 
 #include "../support/SkipSupport.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -349,6 +353,96 @@ TEST(KvStorage, EveryFiniteF16ValueReadsBackExactly) {
                             << ") read back as " << out;
           }
     EXPECT_EQ(wrong, 0) << name;
+  }
+}
+
+namespace {
+
+// `bytes` of memory that end exactly at an inaccessible page, with another
+// before them: a read one element outside faults.
+class GuardedBuffer {
+public:
+  explicit GuardedBuffer(size_t bytes) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    span_ = ((bytes + page - 1) / page + 2) * page;
+    void *m =
+        mmap(nullptr, span_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+      return;
+    base_ = static_cast<char *>(m);
+    char *end = base_ + span_ - page;
+    data_ = end - bytes;
+    const size_t first = static_cast<size_t>(data_ - base_) / page * page;
+    if (mprotect(base_ + first, static_cast<size_t>(end - base_) - first,
+                 PROT_READ | PROT_WRITE) != 0)
+      data_ = nullptr;
+  }
+  ~GuardedBuffer() {
+    if (base_)
+      munmap(base_, span_);
+  }
+  char *data() const { return data_; }
+
+private:
+  char *base_ = nullptr, *data_ = nullptr;
+  size_t span_ = 0;
+};
+
+} // namespace
+
+// A paged cache read through a table whose entries past each sequence's
+// length are garbage (the runtime does not check them; the caller's
+// engine may leave anything there): the kernel clamps every block index,
+// so with the cache between two inaccessible pages the call neither
+// faults nor changes a bit of its result.
+TEST(PagedKv, GarbageTableEntriesNeverLeaveTheCache) {
+  for (const char *name : {"t_paged_f32_causal_kv2", "t_paged_i8_window_kv1"}) {
+    const mhagen_kernel *k = kernel(name);
+    ASSERT_NE(k, nullptr);
+    SKIP_UNLESS_USABLE(k);
+    AttentionSpec s = specOf(k);
+    ASSERT_TRUE(s.pagedKv()) << name;
+    Problem p(s, {3, 2, 300}, ProblemOptions{});
+    mhagen_call_args a = p.args();
+    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+    const std::vector<float> want = p.output();
+    // The cache's tensors copied to guarded memory.
+    const size_t slots = static_cast<size_t>(a.num_blocks * s.kv_block);
+    const size_t kvBytes = s.kvType() == KvType::F32  ? 4
+                           : s.kvType() == KvType::I8 ? 1
+                                                      : 2;
+    GuardedBuffer gk(slots * s.n_kv * s.d_k * kvBytes),
+        gv(slots * s.n_kv * s.d_v * kvBytes),
+        gks(slots * s.n_kv * sizeof(float)),
+        gvs(slots * s.n_kv * sizeof(float));
+    ASSERT_TRUE(gk.data() && gv.data() && gks.data() && gvs.data());
+    std::memcpy(gk.data(), a.k, slots * s.n_kv * s.d_k * kvBytes);
+    std::memcpy(gv.data(), a.v, slots * s.n_kv * s.d_v * kvBytes);
+    a.k = gk.data();
+    a.v = gv.data();
+    if (a.k_scale) {
+      std::memcpy(gks.data(), a.k_scale, slots * s.n_kv * sizeof(float));
+      std::memcpy(gvs.data(), a.v_scale, slots * s.n_kv * sizeof(float));
+      a.k_scale = reinterpret_cast<const float *>(gks.data());
+      a.v_scale = reinterpret_cast<const float *>(gvs.data());
+    }
+    // Entries past each sequence's length: far outside the cache.
+    std::vector<int32_t> table = p.blockTable();
+    const int64_t width = static_cast<int64_t>(table.size()) / 3;
+    int garbage = 0;
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t j = (p.kvLens()[b] + s.kv_block - 1) / s.kv_block; j < width;
+           ++j, ++garbage)
+        table[b * width + j] = garbage % 2 ? INT32_MAX : INT32_MIN + garbage;
+    ASSERT_GT(garbage, 0) << "some sequence must leave table entries unused";
+    a.block_table = table.data();
+    p.clearOutput();
+    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+    const std::vector<float> got = p.output();
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)),
+              0)
+        << name << ": the garbage entries changed the result";
   }
 }
 

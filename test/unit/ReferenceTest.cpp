@@ -128,6 +128,42 @@ TEST(Reference, CausalKvCacheOffsetAndPadding) {
   EXPECT_EQ(out[1], 0.0);
 }
 
+TEST(Reference, PagedSequencesEndAtTheirOwnLength) {
+  // A paged cache: sequence b's T_q = 2 queries are its last two tokens.
+  // With L = 2 of T_kv = 4, query 0 sits at position 0 (sees key 0 alone:
+  // the output is v0) and query 1 at position 1 (keys 0 and 1); a
+  // contiguous cache with padding would put them at 2 and 3. q = 0 gives
+  // equal weights, so query 1's output is the mean of v0 and v1.
+  AttentionSpec s = spec("op = sdpa; d = 2; h = 1; dk = 2; mask = causal; "
+                         "kv_cache = paged(2)");
+  std::vector<float> q(2 * 2, 0.0f), k = randomVec(4 * 2, 3),
+                                     v = {1, 2, 3, 4, 50, 60, 70, 80};
+  std::vector<int32_t> lens = {2};
+  ref::SdpaArgs a;
+  a.Tq = 2;
+  a.Tkv = 4;
+  a.q = q.data();
+  a.k = k.data();
+  a.v = v.data();
+  a.kvLens = lens.data();
+  auto out = ref::sdpa<double>(s, a);
+  EXPECT_DOUBLE_EQ(out[0], 1);
+  EXPECT_DOUBLE_EQ(out[1], 2);
+  EXPECT_DOUBLE_EQ(out[2], 2);
+  EXPECT_DOUBLE_EQ(out[3], 3);
+  // mask none: still only the sequence's own keys (a padding term).
+  s = spec("op = sdpa; d = 2; h = 1; dk = 2; kv_cache = paged(2)");
+  lens[0] = 1;
+  out = ref::sdpa<double>(s, a);
+  for (int i : {0, 2})
+    EXPECT_DOUBLE_EQ(out[i], 1);
+  // Longer than T_q queries: a query before the first key sees nothing.
+  lens[0] = 0;
+  out = ref::sdpa<double>(s, a);
+  for (double x : out)
+    EXPECT_EQ(x, 0.0);
+}
+
 TEST(Reference, GqaWithKvEqualHIsMha) {
   // n_kv = h: each head has its own K/V; computing head by head with h = 1
   // specs must give the same numbers.

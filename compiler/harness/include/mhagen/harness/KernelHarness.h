@@ -27,9 +27,10 @@ struct ProblemOptions {
   /// Multiplies Q so scores reach about this magnitude (e.g. 1e4 for the
   /// huge-logit tests); 0 keeps the natural O(1) scores.
   double logitMagnitude = 0;
-  /// Padding lengths: -1 random in [1, Tkv]; otherwise this value for
-  /// every batch (0 = every key hidden).
+  /// Padding (or paged sequence) lengths: -1 random in [kvLenMin, Tkv];
+  /// otherwise this value for every batch (0 = every key hidden).
   int64_t kvLen = -1;
+  int64_t kvLenMin = 1;
   /// scale = runtime: the call's scale; 0: a seeded random value in
   /// [0.5, 2] times the default 1/sqrt(dk).
   double scale = 0;
@@ -74,6 +75,12 @@ public:
   /// Reference cost estimate in FLOPs for all rows (to decide sampling).
   double referenceFlops() const;
   const std::vector<int32_t> &kvLens() const { return lens_; }
+  /// kv_cache = paged(BLOCK): the block table ([B, ceil(Tkv / BLOCK)],
+  /// a seeded shuffle of the cache's blocks; entries past a sequence's
+  /// length are -1) and the cache's block count (a few more blocks than
+  /// the sequences use, so some are never named).
+  const std::vector<int32_t> &blockTable() const { return table_; }
+  int64_t numBlocks() const { return numBlocks_; }
   void clearOutput();
   /// Replaces the values of a data input of the ABI model (x, w_q, sinks,
   /// ...), rounded to its storage type as generated ones are; throws
@@ -117,6 +124,13 @@ private:
   /// One entry per data input of the ABI model (mhagen/abi_model.hpp).
   std::map<std::string, Tensor> inputs_;
   std::vector<int32_t> lens_;
+  /// A paged cache: K/V (and int8 scales) copied into their blocks, by
+  /// name; slots past a sequence's length hold NaN (never written).
+  std::map<std::string, Tensor> paged_;
+  std::vector<int32_t> table_;
+  int64_t numBlocks_ = 0;
+  uint32_t pagedSeed_ = 0;
+  void buildPagedCache(uint32_t seed);
   std::vector<float> outF32_;
   std::vector<float> lse_;
   std::vector<uint16_t> outBits_;
