@@ -334,8 +334,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const bool split = tiles.splitKv;
   const Var &sp = v.sp;
   if (split && tiles.splitTasks > 0) {
-    const Expr baseTasks =
-        in.batch * static_cast<int>(s.h / HP) * ((Tq + TT - 1) / TT);
+    const Expr baseTasks = in.batch *
+                           static_cast<int>(tiles.headsInTask ? 1 : s.h / HP) *
+                           ((Tq + TT - 1) / TT);
     const Expr wanted = (tiles.splitTasks + baseTasks - 1) / baseTasks;
     const Expr byKeys = max(1, numKeyTiles / tiles.splitMinKeyTiles);
     st.splits = clamp(wanted, 1, min(byKeys, kMaxKvSplits));

@@ -61,6 +61,10 @@ struct AttentionTiles {
   /// (the output reads row min(t, TT-1) * HP + head, which bounds
   /// inference keeps to T_q * HP rows). Needs one query tile (T_q <= TT).
   bool channelsInLanes = false;
+  /// The decode micro-kernel's tasks hold every head block of their batch
+  /// and key chunk (headsInTask), so each staged key tile reads whole
+  /// token rows of K/V ([kv, dk] contiguous) instead of one head's slice.
+  bool headsInTask = false;
   std::string prefix; ///< prepended to every Func name (two variants)
 };
 
