@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,10 @@ const Shape kS2none{"S2none", 1, 2048, 2048, 32, 8, 128, false};
 const Shape kDecode{"Decode", 1, 1, 4096, 32, 8, 128, true};
 const Shape kBatchDecode{"BatchDecode", 16, 1, 4096, 32, 8, 128, true};
 const Shape kSpecDecode{"SpecDecode", 1, 4, 4096, 32, 8, 128, true};
+// A ragged batch of decode steps: 16 sequences whose cache lengths are
+// drawn (seeded) from [512, 8192].
+const Shape kRaggedDecode{"RaggedDecode", 16, 1, 8192, 32, 8, 128, true};
+constexpr int64_t kRaggedMinLen = 512;
 // Model families with score modifiers (issue 14), prefill of 2048 tokens:
 // the kernel's spec (bench/kernels.mha) holds the window, cap and sinks.
 const Shape kGemma2{"Gemma2", 1, 2048, 2048, 8, 4, 256, true};
@@ -64,6 +69,15 @@ const Shape kChunkPrefill{"ChunkPrefill", 1, 512, 8192, 32, 8, 128, true};
 // A mask union (issue 14): StreamingLLM, causal & (window(1024) | sink(4)),
 // prefill of 4096 tokens; the kernel's spec holds the mask.
 const Shape kStreaming{"Streaming", 1, 4096, 4096, 32, 8, 128, true};
+
+// ProblemOptions::kvLen meaning "T_kv of the shape" (set by
+// checkedProblem).
+constexpr int64_t kFullLength = -2;
+ProblemOptions fullLength() {
+  ProblemOptions o;
+  o.kvLen = kFullLength;
+  return o;
+}
 
 bool isDecodeShape(const Shape &s) {
   return s.Tq < s.Tkv; // reads a KV cache longer than its queries
@@ -92,9 +106,12 @@ void setThreads(int n) {
 }
 
 // Times fn with manual timing and reports the counters.
+// kvLens: the per-sequence key lengths of the call (padding, a paged
+// cache), empty when every sequence reads all T_kv keys.
 template <typename Fn>
 void timeLoop(benchmark::State &state, const AttentionSpec &spec,
-              const ProblemSize &size, int threads, Fn &&fn) {
+              const ProblemSize &size, int threads, Fn &&fn,
+              const std::vector<int32_t> &kvLens = {}) {
   double total = 0;
   fn(); // warm-up
   for (auto _ : state) {
@@ -108,15 +125,18 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
   }
   const double iters = static_cast<double>(state.iterations());
   const double nominal = nominalFlops(spec, size);
-  const double useful = usefulFlops(spec, size, {});
+  const double useful = usefulFlops(spec, size, kvLens);
   state.counters["gflops_nominal"] = nominal * iters / total / 1e9;
   state.counters["gflops_useful"] = useful * iters / total / 1e9;
   state.counters["pct_fma_peak"] =
       100.0 * (useful * iters / total / 1e9) / gPeak[threads];
   state.counters["ms"] = 1e3 * total / iters;
-  // K and V as stored, read once: the floor a decode step cannot beat.
-  const double kvBytes = static_cast<double>(size.B) * size.Tkv *
-                         static_cast<double>(spec.kvBytesPerToken());
+  // K and V as stored, read once: the floor a decode step cannot beat
+  // (the keys past a sequence's length are never read).
+  double kvTokens = static_cast<double>(size.B) * size.Tkv;
+  if (!kvLens.empty())
+    kvTokens = std::accumulate(kvLens.begin(), kvLens.end(), 0.0);
+  const double kvBytes = kvTokens * static_cast<double>(spec.kvBytesPerToken());
   state.counters["kv_gbs"] = kvBytes * iters / total / 1e9;
 }
 
@@ -124,13 +144,18 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
 // the reference on sampled rows (and, for a low-precision K/V cache, the
 // stored values against the values before storage); null, with the
 // benchmark skipped, when the call or the check fails.
+// Kernels with per-sequence lengths (padding, a paged cache) see every
+// sequence at its full T_kv unless `options` says otherwise.
 std::unique_ptr<Problem> checkedProblem(benchmark::State &state,
                                         const mhagen_kernel *k, Shape sh,
-                                        int threads) {
+                                        int threads,
+                                        ProblemOptions options = fullLength()) {
   setThreads(threads);
   const AttentionSpec spec = specOfKernel(k);
+  if (options.kvLen == kFullLength)
+    options.kvLen = sh.Tkv;
   auto p = std::make_unique<Problem>(spec, ProblemSize{sh.B, sh.Tq, sh.Tkv},
-                                     ProblemOptions{});
+                                     options);
   mhagen_call_args a = p->args();
   if (mhagen_call(k, &a) != MHAGEN_OK) {
     state.SkipWithError(mhagen_last_error());
@@ -150,19 +175,32 @@ std::unique_ptr<Problem> checkedProblem(benchmark::State &state,
 // reference (for a K/V cache stored as another kv_dtype also the stored
 // values against the values before storage), then timed; kv_gbs counts
 // the K/V bytes as stored. The K/V-cache and score-modifier variants.
-void namedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
-                      int threads) {
+// minLen > 0: a ragged batch, each sequence's length drawn from [minLen,
+// T_kv] (seeded, the same for every kernel).
+void raggedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
+                       int threads, int64_t minLen) {
   const mhagen_kernel *k = nullptr;
   if (mhagen_find(kernel.c_str(), &k) != MHAGEN_OK) {
     state.SkipWithError(mhagen_last_error());
     return;
   }
-  std::unique_ptr<Problem> p = checkedProblem(state, k, sh, threads);
+  ProblemOptions options = fullLength();
+  if (minLen > 0) {
+    options.kvLen = -1;
+    options.kvLenMin = minLen;
+  }
+  std::unique_ptr<Problem> p = checkedProblem(state, k, sh, threads, options);
   if (!p)
     return;
   mhagen_call_args a = p->args();
-  timeLoop(state, specOfKernel(k), ProblemSize{sh.B, sh.Tq, sh.Tkv}, threads,
-           [&] { mhagen_call(k, &a); });
+  timeLoop(
+      state, specOfKernel(k), ProblemSize{sh.B, sh.Tq, sh.Tkv}, threads,
+      [&] { mhagen_call(k, &a); }, p->kvLens());
+}
+// Every sequence at its full length.
+void namedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
+                      int threads) {
+  raggedKernelBench(state, sh, std::move(kernel), threads, 0);
 }
 
 enum class Impl { Mhagen, MhagenMlir, Naive, Blas, Dnnl };
@@ -423,6 +461,34 @@ int main(int argc, char **argv) {
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.5);
       }
+  // A paged cache (16-token blocks in shuffled order) beside the
+  // contiguous one: S4 in f32 and int8, and the ragged batch of 16
+  // sequences, paged against the contiguous cache with the same lengths
+  // (causal & padding).
+  for (int t : {1, 2}) {
+    const std::string threads = "/threads:" + std::to_string(t);
+    for (const auto &[label, kernel] :
+         {std::pair<const char *, const char *>{"Decode_f32_paged16/mhagen",
+                                                "bench_gqa_f32_paged16"},
+          {"Decode_f32_kvi8_paged16/mhagen", "bench_gqa_f32_kvi8_paged16"}})
+      benchmark::RegisterBenchmark((label + threads).c_str(), namedKernelBench,
+                                   kDecode, std::string(kernel), t)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5);
+    for (const auto &[label, kernel] :
+         {std::pair<const char *, const char *>{"RaggedDecode_f32/mhagen",
+                                                "bench_gqa_f32_pad"},
+          {"RaggedDecode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
+          {"RaggedDecode_f32_kvi8_paged16/mhagen",
+           "bench_gqa_f32_kvi8_paged16"}})
+      benchmark::RegisterBenchmark((label + threads).c_str(), raggedKernelBench,
+                                   kRaggedDecode, std::string(kernel), t,
+                                   kRaggedMinLen)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5);
+  }
   // Each score modifier alone on S1 and S2 (issue 14: at most 10 % over
   // the plain kernel, S1_f32/mhagen and S2_f32/mhagen above), and the
   // log-sum-exp output.
