@@ -464,24 +464,16 @@ static void scheduleDecodeChannelsCpu(AttentionStages st,
 
   // One task per (chunk, head block, query tile, batch); rows of the
   // partial state are what the output reads (T_q * HP of them).
+  // With headsInTask the head blocks loop inside the task.
   const bool hit = tl.headsInTask;
+  st.partial.compute_root().reorder_storage(v.cb, v.i);
   if (hit)
-    st.partial.compute_root()
-        .reorder_storage(v.cb, v.i)
-        .reorder(v.cb, v.i, v.ho, v.sp, v.qo, v.b)
-        .fuse(v.sp, v.qo, task)
-        .fuse(task, v.b, task)
-        .parallel(task)
-        .vectorize(v.cb, vw);
+    st.partial.reorder(v.cb, v.i, v.ho, v.sp, v.qo, v.b).fuse(v.sp, v.qo, task);
   else
-    st.partial.compute_root()
-        .reorder_storage(v.cb, v.i)
-        .reorder(v.cb, v.i, v.sp, v.ho, v.qo, v.b)
+    st.partial.reorder(v.cb, v.i, v.sp, v.ho, v.qo, v.b)
         .fuse(v.sp, v.ho, task)
-        .fuse(task, v.qo, task)
-        .fuse(task, v.b, task)
-        .parallel(task)
-        .vectorize(v.cb, vw);
+        .fuse(task, v.qo, task);
+  st.partial.fuse(task, v.b, task).parallel(task).vectorize(v.cb, vw);
   st.qTile.compute_at(st.partial, task)
       .reorder_storage(v.c, v.i)
       .vectorize(v.c, vw);
@@ -492,9 +484,10 @@ static void scheduleDecodeChannelsCpu(AttentionStages st,
       .reorder_storage(v.cb, v.i)
       .vectorize(v.cb, vw);
   if (hit)
-    st.state.update().reorder(v.cb, v.i, v.ho, st.rt).vectorize(v.cb, vw);
+    st.state.update().reorder(v.cb, v.i, v.ho, st.rt);
   else
-    st.state.update().reorder(v.cb, v.i, st.rt).vectorize(v.cb, vw);
+    st.state.update().reorder(v.cb, v.i, st.rt);
+  st.state.update().vectorize(v.cb, vw);
   const LoopLevel at =
       hit ? LoopLevel(st.state, v.ho) : LoopLevel(st.state, st.rt);
 

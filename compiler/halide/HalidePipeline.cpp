@@ -198,6 +198,7 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     if (s.pagedKv()) {
       ImageParam table = param("block_table");
       const int BLK = static_cast<int>(s.kv_block);
+      // k, v and their scales hold the same num_blocks (one call size).
       const Expr numBlocks = k.dim(3).extent();
       const Expr width = table.dim(0).extent();
       slot = [BLK](Expr t, Expr) { return t % BLK; };
@@ -205,7 +206,7 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
         return clamp(table(clamp(t / BLK, 0, width - 1), b), 0, numBlocks - 1);
       };
     }
-    auto kAt = [&](ImageParam p, Expr c, Expr g, Expr t, Expr b) {
+    auto rowAt = [&](ImageParam p, Expr c, Expr g, Expr t, Expr b) {
       return p(c, g, slot(t, b), block(t, b));
     };
     auto scaleAt = [&](ImageParam p, Expr g, Expr t, Expr b) {
@@ -214,15 +215,15 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     Expr kValue, vValue;
     if (s.kvQuantized()) {
       ImageParam ks = param("k_scale"), vs = param("v_scale");
-      kValue =
-          cast<float>(kAt(k, v.c, v.g, v.t, v.b)) * scaleAt(ks, v.g, v.t, v.b);
-      vValue =
-          cast<float>(kAt(vv, v.c, v.g, v.t, v.b)) * scaleAt(vs, v.g, v.t, v.b);
+      kValue = cast<float>(rowAt(k, v.c, v.g, v.t, v.b)) *
+               scaleAt(ks, v.g, v.t, v.b);
+      vValue = cast<float>(rowAt(vv, v.c, v.g, v.t, v.b)) *
+               scaleAt(vs, v.g, v.t, v.b);
     } else {
-      kValue = f32(kAt(k, v.c, v.g, v.t, v.b));
-      vValue = f32(kAt(vv, v.c, v.g, v.t, v.b));
+      kValue = f32(rowAt(k, v.c, v.g, v.t, v.b));
+      vValue = f32(rowAt(vv, v.c, v.g, v.t, v.b));
     }
-    Expr vRawValue = kAt(vv, v.c, v.g, v.t, v.b);
+    Expr vRawValue = rowAt(vv, v.c, v.g, v.t, v.b);
     if (s.pagedKv()) {
       const Expr written = v.t < in.kvLen(v.b);
       vValue = select(written, vValue, 0.0f);
@@ -232,7 +233,7 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     in.k(v.c, v.g, v.t, v.b) = kValue;
     in.v(v.c, v.g, v.t, v.b) = vValue;
     in.qRaw(v.c, v.hd, v.t, v.b) = q(v.c, v.hd, v.t, v.b);
-    in.kRaw(v.c, v.g, v.t, v.b) = kAt(k, v.c, v.g, v.t, v.b);
+    in.kRaw(v.c, v.g, v.t, v.b) = rowAt(k, v.c, v.g, v.t, v.b);
     in.vRaw(v.c, v.g, v.t, v.b) = vRawValue;
     in.tq = q.dim(2).extent();
     // A paged cache's key axis: the table's capacity (kv_lens <= t_kv).

@@ -161,22 +161,10 @@ static uint16_t outb[T * D];
   } while (0)
 #define STORE(f, b, t) store(f, b, (int)(sizeof f / sizeof f[0]), t)
 
-static int check_sdpa(dtype t,
-                      int (*f32)(const float *, const float *, const float *,
-                                 float *, int64_t, int64_t, int64_t),
-                      int (*b16)(const uint16_t *, const uint16_t *,
-                                 const uint16_t *, uint16_t *, int64_t, int64_t,
-                                 int64_t),
-                      const char *name) {
-  static double q[T * H * SDK], k[T * KV * SDK], v[T * KV * SDK],
-      ref[T * H * SDK];
-  int i, rc;
-  FILL(qf, 1.0f);
-  FILL(kf, 1.0f);
-  FILL(vf, 1.0f);
-  STORE(qf, qb, t);
-  STORE(kf, kb, t);
-  STORE(vf, vb, t);
+/* The reference output of the sdpa inputs qf, kf, vf (as stored). */
+static void reference_of_inputs(double *ref) {
+  static double q[T * H * SDK], k[T * KV * SDK], v[T * KV * SDK];
+  int i;
   for (i = 0; i < T * H * SDK; ++i)
     q[i] = qf[i];
   for (i = 0; i < T * KV * SDK; ++i) {
@@ -184,6 +172,24 @@ static int check_sdpa(dtype t,
     v[i] = vf[i];
   }
   attention(q, k, v, SDK, ref);
+}
+
+static int check_sdpa(dtype t,
+                      int (*f32)(const float *, const float *, const float *,
+                                 float *, int64_t, int64_t, int64_t),
+                      int (*b16)(const uint16_t *, const uint16_t *,
+                                 const uint16_t *, uint16_t *, int64_t, int64_t,
+                                 int64_t),
+                      const char *name) {
+  static double ref[T * H * SDK];
+  int rc;
+  FILL(qf, 1.0f);
+  FILL(kf, 1.0f);
+  FILL(vf, 1.0f);
+  STORE(qf, qb, t);
+  STORE(kf, kb, t);
+  STORE(vf, vb, t);
+  reference_of_inputs(ref);
   rc = t == F32 ? f32(qf, kf, vf, outf, 1, T, T)
                 : b16(qb, kb, vb, outb, 1, T, T);
   return report(name, rc, t == F32 ? (void *)outf : (void *)outb, ref,
@@ -244,8 +250,7 @@ static int check_paged(void) {
   enum { BLK = 4, NBLK = 5, NTAB = (T + BLK - 1) / BLK };
   static const int32_t table[NTAB] = {4, 0, 2};
   static float kpool[NBLK * BLK * KV * SDK], vpool[NBLK * BLK * KV * SDK];
-  static double q[T * H * SDK], k[T * KV * SDK], v[T * KV * SDK],
-      ref[T * H * SDK];
+  static double ref[T * H * SDK];
   const int32_t lens[1] = {T};
   int i, rc;
   FILL(qf, 1.0f);
@@ -260,13 +265,7 @@ static int check_paged(void) {
                                 MHAGEN_KV_F32, vpool, NULL);
   if (rc != MHAGEN_OK)
     return report("ev_sdpa_paged (append)", rc, outf, ref, 0, F32);
-  for (i = 0; i < T * H * SDK; ++i)
-    q[i] = qf[i];
-  for (i = 0; i < T * KV * SDK; ++i) {
-    k[i] = kf[i];
-    v[i] = vf[i];
-  }
-  attention(q, k, v, SDK, ref);
+  reference_of_inputs(ref);
   rc = ev_sdpa_paged_avx2_sdpa(qf, kpool, vpool, outf, 1, T, T, NBLK, lens,
                                table);
   return report("ev_sdpa_paged", rc, outf, ref, T * H * SDK, F32);
