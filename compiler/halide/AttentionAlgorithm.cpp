@@ -289,7 +289,11 @@ AttentionStages defineAttention(const AttentionSpec &s,
   std::vector<TileRange> ranges;
   for (const MaskClause &c : mask.anyOf) {
     TileRange r{0, numKeyTiles - 1, Expr()};
-    if (c.isCausal())
+    // A paged cache's positions come from kv_lens: its causal limit is
+    // left out of what split-KV chunks (below), like the padding limit,
+    // so the chunk size stays an expression of the call's sizes and
+    // bounds inference stages one key tile per step.
+    if (c.isCausal() && !perSequence)
       r.hi = min(r.hi, lastPos / KT); // floor division
     if (c.sink > 0)
       r.hi = min(r.hi, static_cast<int>((c.sink - 1) / KT));
@@ -297,6 +301,8 @@ AttentionStages defineAttention(const AttentionSpec &s,
     // length loaded from memory in the chunk size trips a Halide 14
     // simplifier error; chunks past the padding length are empty).
     r.hiUnpadded = r.hi;
+    if (c.isCausal() && perSequence)
+      r.hi = min(r.hi, lastPos / KT);
     if (c.padding)
       r.hi = min(r.hi, (in.kvLen(b) - 1) / KT);
     if (c.window > 0)
