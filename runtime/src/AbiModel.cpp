@@ -34,6 +34,19 @@ TensorModel sequence(const char *name, Getter ptr, Binder bind, const char *doc,
           bind, ts,      bs};
 }
 
+// A ragged batch's packed rows [Nq, heads, width] (sequence b's rows
+// start at q_offsets[b]): a token stride, no batch stride.
+TensorModel packed(const char *name, Getter ptr, Binder bind, const char *doc,
+                   Presence when, bool output, std::vector<Dim> row,
+                   const char *tsField,
+                   int64_t (*ts)(const mhagen_call_args &)) {
+  std::vector<Dim> dims = {{{S::PackedQ}}};
+  dims.insert(dims.end(), row.begin(), row.end());
+  return {name, doc,     when,    output,  Elem::Data, Content::Values,
+          dims, tsField, nullptr, nullptr, "",         ptr,
+          bind, ts,      nullptr};
+}
+
 // A dense tensor fixed by the spec (weights, biases).
 TensorModel fixed(const char *name, Getter ptr, Binder bind, const char *doc,
                   Presence when, std::vector<Dim> dims) {
@@ -69,10 +82,14 @@ TensorModel perBatch(const char *name, Getter ptr, Binder bind, const char *doc,
 std::vector<TensorModel> buildTable() {
   std::vector<TensorModel> t;
   // op = sdpa: the attention core on projected heads.
-  t.push_back(sequence(MHAGEN_ABI_PTR(q), "queries", Presence::Sdpa, false,
+  t.push_back(sequence(MHAGEN_ABI_PTR(q), "queries", Presence::UniformQ, false,
                        S::TokensQ, {{{S::H}}, {{S::Dk}}}, "q_token_stride",
                        MHAGEN_ABI_STRIDE(q_token_stride), "q_batch_stride",
                        MHAGEN_ABI_STRIDE(q_batch_stride)));
+  // ragged = true: every sequence's queries, packed one after another.
+  t.push_back(packed(MHAGEN_ABI_PTR(q), "packed queries", Presence::Ragged,
+                     false, {{{S::H}}, {{S::Dk}}}, "q_token_stride",
+                     MHAGEN_ABI_STRIDE(q_token_stride)));
   // K and V are stored as the spec's kv_dtype (a KV cache).
   t.push_back(sequence(MHAGEN_ABI_PTR(k), "keys", Presence::Sdpa, false,
                        S::TokensKv, {{{S::KvHeads}}, {{S::Dk}}},
@@ -159,11 +176,12 @@ std::vector<TensorModel> buildTable() {
                     {{{S::D}}}));
   // Mask `padding`: batch b sees keys [0, kv_lens[b]); a paged cache:
   // sequence b's length.
-  t.push_back(perBatch(MHAGEN_ABI_PTR(kv_lens), "key length per batch",
+  t.push_back(perBatch(MHAGEN_ABI_PTR(kv_lens), "keys per batch",
                        Presence::Padding, Content::KeyLengthPerBatch,
-                       "kv_lens given but this kernel's mask has no padding "
-                       "and its cache is not paged",
-                       " but the mask has padding or the cache is paged: "
+                       "kv_lens given but this kernel's mask has no padding, "
+                       "its cache is not paged and its batch not ragged",
+                       " but the mask has padding, the cache is paged or "
+                       "the batch is ragged: "
                        "pass one key length per batch"));
   // A paged cache's block table: token t of sequence b is slot t % BLOCK
   // of block block_table[b, t / BLOCK].
@@ -174,6 +192,15 @@ std::vector<TensorModel> buildTable() {
                        " but kv_cache = paged: pass ceil(t_kv / BLOCK) block "
                        "indices per sequence"));
   t.back().dims = {{{S::Batch}}, {{S::TableBlocks}}};
+  // A ragged batch: sequence b's queries are packed rows [q_offsets[b],
+  // q_offsets[b + 1]), its last tokens (kv_lens[b] gives its length).
+  t.push_back(perBatch(MHAGEN_ABI_PTR(q_offsets), "cumulative query offsets",
+                       Presence::Ragged, Content::QueryOffsets,
+                       "q_offsets given but this kernel's batch is not "
+                       "ragged (only ragged = true packs its queries)",
+                       " but ragged = true: pass B + 1 cumulative query "
+                       "offsets (q_offsets[0] = 0)"));
+  t.back().dims = {{{S::Offsets}}};
   // Score modifiers given at call time: one f32 per query head.
   t.push_back(fixed(MHAGEN_ABI_PTR(sinks), "learned sink logit per head",
                     Presence::Sinks, {{{S::H}}}));
@@ -198,11 +225,14 @@ std::vector<TensorModel> buildTable() {
   t.back().missingHint = " but scale = runtime: pass a pointer to the "
                          "call's score scale (one float)";
   // The output of each op.
-  t.push_back(sequence(MHAGEN_ABI_PTR(out), "attention output", Presence::Sdpa,
-                       true, S::TokensQ, {{{S::H}}, {{S::Dv}}},
-                       "out_token_stride", MHAGEN_ABI_STRIDE(out_token_stride),
-                       "out_batch_stride",
+  t.push_back(sequence(MHAGEN_ABI_PTR(out), "attention output",
+                       Presence::UniformQ, true, S::TokensQ,
+                       {{{S::H}}, {{S::Dv}}}, "out_token_stride",
+                       MHAGEN_ABI_STRIDE(out_token_stride), "out_batch_stride",
                        MHAGEN_ABI_STRIDE(out_batch_stride)));
+  t.push_back(packed(MHAGEN_ABI_PTR(out), "packed output", Presence::Ragged,
+                     true, {{{S::H}}, {{S::Dv}}}, "out_token_stride",
+                     MHAGEN_ABI_STRIDE(out_token_stride)));
   t.push_back(sequence(MHAGEN_ABI_PTR(out), "layer output", Presence::Layer,
                        true, S::TokensQ, {{{S::D}}}, "out_token_stride",
                        MHAGEN_ABI_STRIDE(out_token_stride), "out_batch_stride",
@@ -215,6 +245,12 @@ std::vector<TensorModel> buildTable() {
   t.back().givenButAbsent = "lse given but this kernel's spec has no lse "
                             "(lse = true)";
   t.back().missingHint = " but lse = true: pass [B, t_q, h] floats";
+  t.push_back(packed(MHAGEN_ABI_PTR(lse), "packed log-sum-exp per row",
+                     Presence::RaggedLse, true, {{{S::H}}}, nullptr, nullptr));
+  t.back().elem = Elem::F32;
+  t.back().givenButAbsent = "lse given but this kernel's spec has no lse "
+                            "(lse = true)";
+  t.back().missingHint = " but lse = true: pass [q_offsets[B], h] floats";
   return t;
 }
 
@@ -232,6 +268,19 @@ bool TensorModel::isSequence() const {
 
 Size TensorModel::tokens() const { return dims[1].factors[0]; }
 
+bool TensorModel::isPacked() const {
+  return !dims.empty() && dims[0].factors.size() == 1 &&
+         dims[0].factors[0] == Size::PackedQ;
+}
+
+AbiShape perSequence(AbiShape s) {
+  if (s.ragged) {
+    s.ragged = false;
+    s.padding = true; // each sequence's length: kv_lens + b
+  }
+  return s;
+}
+
 const std::vector<TensorModel> &allTensors() {
   static const std::vector<TensorModel> table = buildTable();
   return table;
@@ -241,6 +290,12 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
   switch (t.presence) {
   case Presence::Sdpa:
     return !s.layer;
+  case Presence::UniformQ:
+    return !s.layer && !s.ragged;
+  case Presence::Ragged:
+    return !s.layer && s.ragged;
+  case Presence::RaggedLse:
+    return !s.layer && s.ragged && s.lse;
   case Presence::ContiguousKv:
     return !s.layer && s.kvBlock == 0;
   case Presence::PagedKv:
@@ -252,7 +307,7 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
   case Presence::LayerBias:
     return s.layer && s.bias;
   case Presence::Padding:
-    return s.padding || (!s.layer && s.kvBlock > 0);
+    return s.padding || (!s.layer && (s.kvBlock > 0 || s.ragged));
   case Presence::KvScales:
     return !s.layer && s.kvBlock == 0 && s.kv == Scalar::I8;
   case Presence::Sinks:
@@ -260,7 +315,7 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
   case Presence::AlibiSlopes:
     return s.alibiSlopes;
   case Presence::Lse:
-    return s.lse;
+    return s.lse && !(!s.layer && s.ragged);
   case Presence::Scale:
     return s.scale;
   }
@@ -324,7 +379,8 @@ std::vector<const TensorModel *> tensors(const AbiShape &s) {
 
 bool isCallSize(Size sym) {
   return sym == Size::Batch || sym == Size::TokensQ || sym == Size::TokensKv ||
-         sym == Size::Blocks || sym == Size::TableBlocks;
+         sym == Size::Blocks || sym == Size::TableBlocks ||
+         sym == Size::PackedQ || sym == Size::Offsets;
 }
 
 int64_t staticSize(Size sym, const AbiShape &s) {
@@ -360,6 +416,10 @@ int64_t sizeAt(Size sym, const AbiShape &s, const CallSizes &c) {
     return c.numBlocks;
   case Size::TableBlocks:
     return s.kvBlock > 0 ? (c.tkv + s.kvBlock - 1) / s.kvBlock : 0;
+  case Size::PackedQ:
+    return c.packedQ;
+  case Size::Offsets:
+    return c.batch + 1;
   default:
     return staticSize(sym, s);
   }
@@ -426,6 +486,10 @@ const char *label(Size sym) {
     return "BLOCK";
   case Size::TableBlocks:
     return "ceil(Tkv/BLOCK)";
+  case Size::PackedQ:
+    return "Nq";
+  case Size::Offsets:
+    return "B+1";
   }
   return "?";
 }
@@ -442,12 +506,21 @@ std::string dimsText(const TensorModel &t) {
 }
 
 std::string docTable() {
-  static const char *when[] = {"sdpa",          "layer",
-                               "layer, bias",   "padding/paged",
-                               "kv_dtype i8",   "sinks learned",
-                               "alibi runtime", "lse",
-                               "scale runtime", "sdpa, contiguous",
-                               "paged",         "paged, kv_dtype i8"};
+  static const char *when[] = {"sdpa",
+                               "uniform",
+                               "layer",
+                               "layer, bias",
+                               "padding/paged/ragged",
+                               "kv_dtype i8",
+                               "sinks learned",
+                               "alibi runtime",
+                               "lse",
+                               "scale runtime",
+                               "sdpa, contiguous",
+                               "paged",
+                               "paged, kv_dtype i8",
+                               "ragged",
+                               "ragged, lse"};
   std::string out;
   for (const TensorModel &t : allTensors()) {
     std::string line = std::string(" *   ") + t.name;

@@ -35,6 +35,7 @@ std::string KernelManifest::toJson() const {
   s["dtype"] = spec.dtype;
   s["kv_dtype"] = spec.kv_dtype.empty() ? spec.dtype : spec.kv_dtype;
   s["kv_block"] = spec.kv_block;
+  s["ragged"] = spec.ragged;
   s["bias"] = spec.bias;
   s["scale"] = spec.scaleAtRuntime ? ojson("runtime") : ojson(spec.scale);
   s["softcap"] = spec.softcap;
@@ -221,7 +222,7 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
                   "h",     "d_k",          "d_v",       "n_kv",  "mask",
                   "dtype", "kv_dtype",     "bias",      "scale", "softcap",
                   "alibi", "sinks",        "lse",       "T",     "T_kv",
-                  "B",     "kv_block"},
+                  "B",     "kv_block",     "ragged"},
               "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);
@@ -246,6 +247,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
         s.contains("kv_dtype") ? str(s, "kv_dtype", sp) : m.spec.dtype;
     if (s.contains("kv_block"))
       m.spec.kv_block = integer(s, "kv_block", sp, 0, kMaxKvBlock);
+    if (s.contains("ragged"))
+      m.spec.ragged = boolean(s, "ragged", sp);
     m.spec.bias = boolean(s, "bias", sp);
     const ojson &scale = field(s, "scale", sp);
     if (scale.is_string() && scale.get<std::string>() == "runtime") {
@@ -311,6 +314,12 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     return fail("spec.kv_dtype differs from spec.dtype but op is not sdpa");
   if (m.spec.kv_block > 0 && m.spec.op != "sdpa")
     return fail("spec.kv_block (a paged K/V cache) needs op = sdpa");
+  if (m.spec.ragged && (m.spec.op != "sdpa" || m.spec.T > 0))
+    return fail("spec.ragged (packed queries) needs op = sdpa and no "
+                "static T");
+  if (m.spec.ragged && m.spec.T_kv > 0 && m.spec.kv_block == 0)
+    return fail("spec.ragged with a contiguous cache needs no static T_kv "
+                "(each sequence is called with its own key length)");
   if (m.spec.n_kv > m.spec.h || m.spec.h % m.spec.n_kv != 0)
     return fail("spec.h (" + std::to_string(m.spec.h) +
                 ") must be a multiple of spec.n_kv (" +

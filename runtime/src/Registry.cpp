@@ -354,10 +354,18 @@ int mhagen_call(const mhagen_kernel *k, const mhagen_call_args *args) {
     return rc;
   auto poolLock = lockPoolForCall();
   char err[512] = {0};
-  if (k->desc->run(args, err, sizeof err) != 0) {
+  const int failed =
+      k->manifest.spec.ragged
+          ? runRagged(k->manifest, *k->desc, *args, err, sizeof err)
+          : k->desc->run(args, err, sizeof err);
+  if (failed != 0) {
     std::string backend = takeBackendError();
+    const std::string where =
+        k->manifest.spec.ragged
+            ? " (the call from sequence " + std::to_string(failed - 1) + ")"
+            : std::string();
     return fail(MHAGEN_ERR_KERNEL_FAILED,
-                k->manifest.symbol + " failed: " +
+                k->manifest.symbol + " failed" + where + ": " +
                     (err[0] ? std::string(err) + ": " + backend : backend));
   }
   clearError();

@@ -40,6 +40,13 @@ abi::AbiShape abiShapeOf(const KernelManifest &m);
 /// error code with the message set.
 int validateCall(const KernelManifest &m, const mhagen_call_args *a);
 
+/// Runs a ragged batch (manifest ragged = true) on validated arguments: one
+/// kernel call per run of consecutive sequences with the same query count
+/// (RaggedBatch.cpp). 0, or 1 + the first sequence of the failing call
+/// with err filled by the kernel.
+int runRagged(const KernelManifest &m, const mhagen_kernel_desc &desc,
+              const mhagen_call_args &a, char *err, size_t errlen);
+
 /// Makes sure the shared thread pool is configured (thread count, silent
 /// error handler) before the first kernel runs.
 void ensureRuntimeInitialized();

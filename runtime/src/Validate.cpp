@@ -96,6 +96,54 @@ int checkVector(const char *name, const void *p, int elemBytes) {
   return MHAGEN_OK;
 }
 
+// A ragged batch's cumulative query offsets (host memory, B + 1 int32):
+// q_offsets[0] = 0, each sequence's count in [0, t_q], at least one query
+// in all. Sets sizes.packedQ to the packed rows, q_offsets[B].
+int checkQueryOffsets(const mhagen_call_args &a, abi::CallSizes &sizes) {
+  int rc = checkVector("q_offsets", a.q_offsets, 4);
+  if (rc != MHAGEN_OK)
+    return a.q_offsets ? rc
+                       : fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                              "q_offsets is NULL but ragged = true: pass B + "
+                              "1 cumulative query offsets (q_offsets[0] = 0)");
+  if (a.device_pointers)
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                "device_pointers is set but a ragged batch is split on the "
+                "host: q_offsets and kv_lens must be host memory");
+  const int32_t *o = a.q_offsets;
+  if (o[0] != 0)
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                "q_offsets[0] = " + num(o[0]) +
+                    " but must be 0 (sequence 0's queries start at row 0)");
+  for (int64_t b = 0; b < a.batch; ++b) {
+    const int64_t n = int64_t(o[b + 1]) - o[b];
+    if (n < 0)
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                  "q_offsets[" + num(b + 1) + "] = " + num(o[b + 1]) +
+                      " is below q_offsets[" + num(b) + "] = " + num(o[b]) +
+                      ": offsets must not decrease");
+    if (n > a.t_q)
+      return fail(MHAGEN_ERR_SHAPE_MISMATCH,
+                  "sequence " + num(b) + " has " + num(n) +
+                      " queries (q_offsets[" + num(b + 1) + "] - q_offsets[" +
+                      num(b) + "]) but t_q = " + num(a.t_q) +
+                      " (t_q is the longest sequence's query count)");
+  }
+  if (o[a.batch] == 0)
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                "q_offsets[" + num(a.batch) +
+                    "] = 0: the batch has no queries");
+  for (const char *stride : {"q_batch_stride", "out_batch_stride"})
+    if ((stride[0] == 'q' ? a.q_batch_stride : a.out_batch_stride) != 0)
+      return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                  std::string(stride) +
+                      " is set but this kernel's queries are packed (ragged "
+                      "= true): sequence b starts at row q_offsets[b]; pass "
+                      "0");
+  sizes.packedQ = o[a.batch];
+  return MHAGEN_OK;
+}
+
 } // namespace
 
 abi::AbiShape abiShapeOf(const KernelManifest &m) {
@@ -121,6 +169,7 @@ abi::AbiShape abiShapeOf(const KernelManifest &m) {
   shape.lse = s.lse;
   shape.scale = s.scaleAtRuntime;
   shape.kvBlock = s.kv_block;
+  shape.ragged = s.ragged;
   return shape;
 }
 
@@ -206,7 +255,13 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                 "num_blocks is " + num(a->num_blocks) +
                     " but this kernel's K/V cache is contiguous (only "
                     "kv_cache = paged(BLOCK) takes blocks): pass 0");
-  const abi::CallSizes sizes{a->batch, a->t_q, tkv, a->num_blocks};
+  abi::CallSizes sizes{a->batch, a->t_q, tkv, a->num_blocks};
+
+  // A ragged batch: its offsets first, since they size the packed q, out
+  // and lse (checked below like any tensor).
+  int rc;
+  if (shape.ragged && (rc = checkQueryOffsets(*a, sizes)) != MHAGEN_OK)
+    return rc;
 
   // Pointers of tensors this kernel does not have must stay NULL (a name
   // of two rows, such as k contiguous or paged, counts as present if one
@@ -228,7 +283,6 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     uintptr_t begin, end;
   };
   std::vector<Range> inputs, outputs;
-  int rc;
   auto checkData = [&](const abi::TensorModel &t, uintptr_t &b, uintptr_t &e) {
     // A required tensor left NULL: say why this kernel needs it (sequence
     // and fixed-size tensors alike).
@@ -243,6 +297,15 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                       t.tokenStride ? t.tokenStride(*a) : 0,
                       t.batchStride ? t.batchStride(*a) : 0};
       return checkTensor(view, a->batch, bytes(t), b, e);
+    }
+    if (t.isPacked()) { // a ragged batch's rows: one token stride
+      TensorView view{t.name,
+                      t.pointer(*a),
+                      sizes.packedQ,
+                      abi::denseInnerElements(t, shape, 1),
+                      t.tokenStride ? t.tokenStride(*a) : 0,
+                      0};
+      return checkTensor(view, 1, bytes(t), b, e);
     }
     if ((rc = checkVector(t.name, t.pointer(*a), bytes(t))) != MHAGEN_OK)
       return rc;
@@ -327,6 +390,19 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                                        " blocks of " + num(s.kv_block) +
                                        " tokens per sequence)"
                                  : std::string()));
+    // A ragged batch's queries are its sequences' last tokens.
+    if (t->content == abi::Content::KeyLengthPerBatch && shape.ragged)
+      for (int64_t b = 0; b < a->batch; ++b) {
+        const int64_t n = int64_t(a->q_offsets[b + 1]) - a->q_offsets[b];
+        if (n > values[b])
+          return fail(MHAGEN_ERR_SHAPE_MISMATCH,
+                      "sequence " + num(b) + " has " + num(n) +
+                          " queries (q_offsets[" + num(b + 1) +
+                          "] - q_offsets[" + num(b) + "]) but kv_lens[" +
+                          num(b) + "] = " + num(values[b]) +
+                          " keys: its queries are its last tokens, so they "
+                          "must be among its keys");
+      }
     // A paged cache: every block a sequence's length needs lies in the
     // cache (kv_lens, checked above, bounds the entries read). A hostile
     // table is refused here; the kernel clamps its reads as well.

@@ -1,5 +1,6 @@
 // libFuzzer target: mhagen_call with arbitrary mhagen_call_args against
-// kernels of several shapes (sdpa and layer, padding or not, biases). The
+// kernels of several shapes (sdpa and layer, padding or not, biases, paged
+// caches, ragged batches). The
 // fuzzer chooses sizes, strides and flags freely and each pointer among
 // NULL, a misaligned address and a few buffers. Validation must answer
 // every combination with a status code and a message, never crash or
@@ -24,14 +25,17 @@ struct Shape {
   int64_t d, h, kv, dk, dv;
   bool causal, padding, bias;
   int64_t kvBlock; // kv_cache = paged(kvBlock); 0: contiguous
+  bool ragged;     // packed queries with q_offsets
 };
 const Shape kShapes[] = {
-    {"sdpa", 32, 4, 2, 8, 8, true, false, false, 0},
-    {"sdpa", 24, 3, 1, 8, 5, false, true, false, 0},
-    {"layer", 16, 4, 2, 4, 4, true, true, true, 0},
-    {"layer", 12, 2, 2, 6, 6, false, false, false, 0},
-    {"sdpa", 32, 4, 2, 8, 8, true, false, false, 4},
-    {"sdpa", 24, 3, 1, 8, 5, false, true, false, 3},
+    {"sdpa", 32, 4, 2, 8, 8, true, false, false, 0, false},
+    {"sdpa", 24, 3, 1, 8, 5, false, true, false, 0, false},
+    {"layer", 16, 4, 2, 4, 4, true, true, true, 0, false},
+    {"layer", 12, 2, 2, 6, 6, false, false, false, 0, false},
+    {"sdpa", 32, 4, 2, 8, 8, true, false, false, 4, false},
+    {"sdpa", 24, 3, 1, 8, 5, false, true, false, 3, false},
+    {"sdpa", 32, 4, 2, 8, 8, true, false, false, 0, true},
+    {"sdpa", 24, 3, 1, 8, 5, false, false, false, 2, true},
 };
 
 std::vector<std::string> gJson, gSymbols;
@@ -70,6 +74,7 @@ void setUp() {
     m.spec.padding = s.padding;
     m.spec.bias = s.bias;
     m.spec.kv_block = s.kvBlock;
+    m.spec.ragged = s.ragged;
     // Per-head modifiers and the lse output on some kernels: pointers the
     // runtime must require there and refuse elsewhere.
     const size_t i = gSymbols.size();
@@ -130,6 +135,7 @@ struct Reader {
 alignas(64) float gBuffers[4][4096];
 int32_t gLens[8];
 int32_t gTable[128]; // a paged cache's block table, any entries
+int32_t gOffsets[9]; // a ragged batch's query offsets, any entries
 
 const void *pointer(Reader &r) {
   switch (r.take(1) % 6) {
@@ -207,10 +213,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     a.k_scale = static_cast<const float *>(pointer(r));
     a.v_scale = static_cast<const float *>(pointer(r));
   }
+  // A ragged batch: offsets that mostly rise by a few rows (sometimes
+  // anything), B + 1 <= 9 of them.
+  gOffsets[0] = r.take(1) % 8 ? 0 : static_cast<int32_t>(r.take(4));
+  for (int i = 1; i < 9; ++i)
+    gOffsets[i] = r.take(1) % 8
+                      ? gOffsets[i - 1] + static_cast<int32_t>(r.take(1) % 4)
+                      : static_cast<int32_t>(r.take(4));
+  a.q_offsets =
+      r.take(1) % 4 && a.batch >= 1 && a.batch <= 8 ? gOffsets : nullptr;
+  // An accepted call runs once, a ragged one once per run of consecutive
+  // sequences with the same query count, runs without queries skipped
+  // (the offsets were checked, so the counts are >= 0).
+  int runs = 1;
+  if (std::strstr(mhagen_kernel_manifest(k), "\"ragged\": true") ||
+      std::strstr(mhagen_kernel_manifest(k), "\"ragged\":true")) {
+    runs = 0;
+    for (int64_t b = 0; a.q_offsets && b < a.batch; ++b) {
+      const int64_t n = int64_t(gOffsets[b + 1]) - gOffsets[b];
+      const bool sameRun = b > 0 && n == int64_t(gOffsets[b]) - gOffsets[b - 1];
+      runs += n > 0 && !sameRun;
+    }
+  }
   int before = gCalls;
   int rc = mhagen_call(k, &a);
   if (rc == MHAGEN_OK) {
-    if (gCalls != before + 1)
+    if (gCalls != before + runs)
       std::abort();
   } else if (gCalls != before || !*mhagen_last_error()) {
     std::abort(); // refused calls never run and always say why

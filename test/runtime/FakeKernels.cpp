@@ -46,6 +46,10 @@ template <int N>
 static int slotRun(const mhagen_call_args *a, char *err, size_t errlen) {
   FakeKernel *k = gSlots[N];
   k->calls.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(k->seenMu);
+    k->seen.push_back(*a);
+  }
   if (k->fail) {
     std::snprintf(err, errlen, "fake kernel %s failed on purpose",
                   k->symbol.c_str());

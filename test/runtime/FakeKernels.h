@@ -9,6 +9,7 @@
 
 #include <array>
 #include <atomic>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,10 @@ struct FakeKernel {
   std::string symbol, json;
   bool fail;
   std::atomic<int> calls{0};
+  /// The arguments of every call, in order (a ragged batch: one per
+  /// sequence).
+  std::vector<mhagen_call_args> seen;
+  std::mutex seenMu;
 };
 
 } // namespace mhagen::test

@@ -513,6 +513,107 @@ TEST_F(Validation, Int8KvNeedsItsScales) {
               "k_scale given but this kernel's kv_dtype is not i8");
 }
 
+// ragged = true: the offsets are checked before any row is touched, and
+// the runtime calls the kernel once per run of sequences with the same
+// query count, at their packed rows (as [run, n] with a batch stride of n
+// rows), their batches of the cache and their key lengths.
+TEST_F(Validation, RaggedBatchIsCheckedAndSplitIntoSequences) {
+  KernelManifest m = fakeManifest("valragged", "valragged_avx2", "avx2", kAvx2);
+  m.spec.ragged = true;
+  static FakeKernel ragged(m);
+  const int64_t B = 3, Tkv = 6, row = 4 * 8, kvRow = 2 * 8;
+  std::vector<int32_t> offsets = {0, 2, 2, 5}; // sequence 1: no queries
+  std::vector<int32_t> lens = {4, 3, 6};
+  std::vector<float> q(5 * row), out(5 * row);
+  std::vector<float> k(B * Tkv * kvRow), v(B * Tkv * kvRow);
+  mhagen_call_args a = sdpaArgs(B, 3, q.data(), k.data(), v.data(), out.data());
+  a.t_kv = Tkv;
+  a.kv_lens = lens.data();
+  a.q_offsets = offsets.data();
+  ragged.seen.clear();
+  ASSERT_EQ(call(&ragged, &a), MHAGEN_OK) << mhagen_last_error();
+  ASSERT_EQ(ragged.seen.size(), 2u);
+  const mhagen_call_args &s0 = ragged.seen[0], &s2 = ragged.seen[1];
+  EXPECT_EQ(s0.batch, 1);
+  EXPECT_EQ(s0.t_q, 2);
+  EXPECT_EQ(s0.t_kv, Tkv); // the cache; kv_lens places the queries
+  EXPECT_EQ(s0.q, q.data());
+  EXPECT_EQ(s0.out, out.data());
+  EXPECT_EQ(s0.k, k.data());
+  EXPECT_EQ(s0.kv_lens, lens.data());
+  EXPECT_EQ(s0.q_offsets, nullptr);
+  EXPECT_EQ(s2.t_q, 3);
+  EXPECT_EQ(s2.t_kv, 6);
+  EXPECT_EQ(s2.q, q.data() + 2 * row);
+  EXPECT_EQ(s2.out, out.data() + 2 * row);
+  EXPECT_EQ(s2.k, k.data() + 2 * Tkv * kvRow);
+  EXPECT_EQ(s2.v, v.data() + 2 * Tkv * kvRow);
+  EXPECT_EQ(s2.kv_lens, lens.data() + 2);
+  // Three sequences of one query each (a decode step): one call of batch
+  // 3, the packed rows a [3, 1] view with a token stride.
+  std::vector<int32_t> decode = {0, 1, 2, 3};
+  mhagen_call_args d = a;
+  d.t_q = 1;
+  d.q_offsets = decode.data();
+  d.q_token_stride = row + 8;
+  ragged.seen.clear();
+  ASSERT_EQ(call(&ragged, &d), MHAGEN_OK) << mhagen_last_error();
+  ASSERT_EQ(ragged.seen.size(), 1u);
+  EXPECT_EQ(ragged.seen[0].batch, 3);
+  EXPECT_EQ(ragged.seen[0].t_q, 1);
+  EXPECT_EQ(ragged.seen[0].q_token_stride, row + 8);
+  EXPECT_EQ(ragged.seen[0].q_batch_stride, row + 8);
+  EXPECT_EQ(ragged.seen[0].out_batch_stride, 0); // dense rows
+
+  auto refused = [&](std::vector<int32_t> o, const std::string &text,
+                     int code = MHAGEN_ERR_INVALID_ARGUMENT) {
+    mhagen_call_args c = a;
+    c.q_offsets = o.data();
+    expectError(&ragged, &c, code, text);
+  };
+  refused({1, 2, 2, 5}, "q_offsets[0] = 1 but must be 0");
+  refused({0, 2, 1, 5},
+          "q_offsets[2] = 1 is below q_offsets[1] = 2: offsets must not "
+          "decrease");
+  refused({0, 0, 0, 4},
+          "sequence 2 has 4 queries (q_offsets[3] - q_offsets[2]) but t_q = "
+          "3 (t_q is the longest sequence's query count)",
+          MHAGEN_ERR_SHAPE_MISMATCH);
+  refused({0, 0, 0, 0}, "q_offsets[3] = 0: the batch has no queries");
+  mhagen_call_args c = a;
+  std::vector<int32_t> shortLens = {4, 2, 6};
+  std::vector<int32_t> o = {0, 0, 3, 5};
+  c.q_offsets = o.data();
+  c.kv_lens = shortLens.data();
+  expectError(&ragged, &c, MHAGEN_ERR_SHAPE_MISMATCH,
+              "sequence 1 has 3 queries (q_offsets[2] - q_offsets[1]) but "
+              "kv_lens[1] = 2 keys: its queries are its last tokens");
+  c = a;
+  c.q_offsets = nullptr;
+  expectError(&ragged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "q_offsets is NULL but ragged = true");
+  c = a;
+  c.q_batch_stride = 5 * row;
+  expectError(&ragged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "q_batch_stride is set but this kernel's queries are packed");
+  c = a;
+  c.kv_lens = nullptr;
+  expectError(&ragged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "kv_lens is NULL but the mask has padding, the cache is paged "
+              "or the batch is ragged");
+  // The packed rows' extent comes from the offsets: a token stride too
+  // small for a row is refused like any other.
+  c = a;
+  c.out_token_stride = row - 1;
+  expectError(&ragged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "out token stride 31 is smaller than one token (32 elements)");
+  // A kernel whose queries are not packed takes no offsets.
+  Buffers b;
+  b.args.q_offsets = offsets.data();
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "q_offsets given but this kernel's batch is not ragged");
+}
+
 // kv_cache = paged(BLOCK): blocks, a block table and the sequence lengths,
 // checked before the kernel runs; a hostile table never reaches it.
 TEST_F(Validation, PagedCacheChecksItsTableAndLengths) {
@@ -558,7 +659,8 @@ TEST_F(Validation, PagedCacheChecksItsTableAndLengths) {
   c = a;
   c.kv_lens = nullptr;
   expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
-              "kv_lens is NULL but the mask has padding or the cache is paged");
+              "kv_lens is NULL but the mask has padding, the cache is paged "
+              "or the batch is ragged");
   c = a;
   c.block_table = nullptr;
   expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT,
@@ -688,6 +790,24 @@ TEST(Manifest, KvBlockIsReadAndChecked) {
   EXPECT_TRUE(contains(err, "spec.kv_block (a paged K/V cache) needs op = "
                             "sdpa"))
       << err;
+}
+
+TEST(Manifest, RaggedIsReadAndChecked) {
+  KernelManifest m = fakeManifest("rg", "rg_avx2", "avx2", kAvx2);
+  m.spec.ragged = true;
+  KernelManifest back;
+  std::string err;
+  ASSERT_TRUE(KernelManifest::fromJson(m.toJson(), back, &err)) << err;
+  EXPECT_TRUE(back.spec.ragged);
+  m.spec.T = 16;
+  EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), back, &err));
+  EXPECT_TRUE(contains(err, "spec.ragged (packed queries) needs op = sdpa "
+                            "and no static T"))
+      << err;
+  m.spec.T = 0;
+  m.spec.T_kv = 64;
+  EXPECT_FALSE(KernelManifest::fromJson(m.toJson(), back, &err));
+  EXPECT_TRUE(contains(err, "no static T_kv")) << err;
 }
 
 TEST(KvQuantize, RowsKeepHalfAStepAndSaturateAt127) {

@@ -79,6 +79,25 @@ TEST(AbiModel, PresenceFollowsTheSpec) {
       EXPECT_EQ(abi::scalarOf(*t, sdpa), abi::Scalar::F32);
       EXPECT_EQ(abi::denseInnerElements(*t, sdpa, 0), 4);
     }
+  // ragged: q, out and lse packed, the offsets and every sequence's key
+  // length; the kernel itself sees one sequence at a time.
+  abi::AbiShape ragged{false, 64, 4, 2, 16, 16, false, false};
+  ragged.lse = true;
+  ragged.ragged = true;
+  EXPECT_EQ(names(ragged), "q k v kv_lens q_offsets out lse");
+  for (const abi::TensorModel *t : abi::tensors(ragged)) {
+    const std::string n = t->name;
+    if (n == "q" || n == "out" || n == "lse")
+      EXPECT_TRUE(t->isPacked() && !t->isSequence()) << n;
+    if (n == "q")
+      EXPECT_EQ(abi::dimsText(*t), "[Nq, h, dk]");
+    if (n == "q_offsets")
+      EXPECT_EQ(abi::dimsText(*t), "[B+1]");
+  }
+  const abi::AbiShape kernel = abi::perSequence(ragged);
+  EXPECT_EQ(names(kernel), "q k v kv_lens out lse");
+  for (const abi::TensorModel *t : abi::tensors(kernel))
+    EXPECT_FALSE(t->isPacked()) << t->name;
 }
 
 TEST(AbiModel, SizesAndText) {

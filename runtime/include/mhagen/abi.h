@@ -6,7 +6,8 @@
  * this is; row-major, outermost first; element type = the spec's dtype,
  * and for k and v its kv_dtype: f32 = float, bf16/f16 = uint16_t bit
  * patterns, i8 = int8_t; "(when)" says which kernels have the tensor):
- *   q        [B, Tq, h, dk]    queries (sdpa, strided)
+ *   q        [B, Tq, h, dk]    queries (uniform, strided)
+ *   q        [Nq, h, dk]       packed queries (ragged, strided)
  *   k        [B, Tkv, kv, dk]  keys (sdpa, contiguous, strided)
  *   v        [B, Tkv, kv, dv]  values (sdpa, contiguous, strided)
  *   k_scale  [B, Tkv, kv]      int8 key row scales (kv_dtype i8, strided)
@@ -24,15 +25,19 @@
  *   b_k      [kv*dk]           key bias (layer, bias)
  *   b_v      [kv*dv]           value bias (layer, bias)
  *   b_o      [d]               output bias (layer, bias)
- *   kv_lens  [B]               int32 key length per batch (padding/paged)
+ *   kv_lens  [B]               int32 keys per batch (padding/paged/ragged)
  *   block_table [B, ceil(Tkv/BLOCK)] int32 block indices (paged)
+ *   q_offsets [B+1]            int32 cumulative query offsets (ragged)
  *   sinks    [h]               learned sink logit per head (sinks learned)
  *   alibi_slopes [h]           ALiBi slope per head (alibi runtime)
  *   scale    [1]               score scale, finite and > 0 (scale runtime)
- *   out      [B, Tq, h, dv]    attention output (sdpa, output, strided)
+ *   out      [B, Tq, h, dv]    attention output (uniform, output, strided)
+ *   out      [Nq, h, dv]       packed output (ragged, output, strided)
  *   out      [B, Tq, d]        layer output (layer, output, strided)
  *   lse      [B, Tq, h]        log-sum-exp of each row (lse, output)
+ *   lse      [Nq, h]           packed log-sum-exp per row (ragged, lse, output)
  * For op = layer, Tq is its token count T (it attends over its own tokens).
+ * Nq is a ragged batch's packed query rows, q_offsets[B].
  * Within a token, heads and features are dense. Between tokens and between
  * batches of a "strided" tensor a stride (in elements) may be given, so
  * Q/K/V can be views into a fused QKV buffer; 0 means dense. */
@@ -51,8 +56,9 @@ extern "C" {
  * 3: sinks, alibi_slopes (score modifiers).
  * 4: lse (each row's log-sum-exp).
  * 5: scale (scale = runtime).
- * 6: block_table, num_blocks (kv_cache = paged(BLOCK)). */
-#define MHAGEN_ABI_VERSION 6
+ * 6: block_table, num_blocks (kv_cache = paged(BLOCK)).
+ * 7: q_offsets (ragged = true). */
+#define MHAGEN_ABI_VERSION 7
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
  * mhagen_last_error() holds the message. */
@@ -91,7 +97,8 @@ typedef struct mhagen_call_args {
   void *out;
   int64_t out_token_stride, out_batch_stride; /* 0 = dense */
 
-  /* mask `padding`: batch b sees keys [0, kv_lens[b]) */
+  /* mask `padding` (and paged or ragged): batch b sees keys
+   * [0, kv_lens[b]) */
   const int32_t *kv_lens;
 
   /* GPU kernels: nonzero when the tensor pointers above are device
@@ -130,6 +137,15 @@ typedef struct mhagen_call_args {
    * are never read; the others must lie in [0, num_blocks). */
   const int32_t *block_table;
   int64_t num_blocks;
+
+  /* ragged = true (docs/design.md §5, "Ragged batches"): q, out and lse
+   * hold every sequence's rows packed, [q_offsets[B], h, dk|dv] ([.., h]
+   * for lse); sequence b's queries are rows [q_offsets[b], q_offsets[b +
+   * 1]), q_offsets[0] = 0, non-decreasing, B + 1 entries in host memory.
+   * They are the sequence's last tokens: its count is at most t_q (the
+   * longest sequence's) and at most kv_lens[b], its key length. Token
+   * strides apply; batch strides of q and out must be 0. */
+  const int32_t *q_offsets;
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

@@ -39,7 +39,17 @@ struct AbiShape {
   bool lse = false;          ///< lse = true
   bool scale = false;        ///< scale = runtime
   int64_t kvBlock = 0;       ///< kv_cache = paged(kvBlock); 0: contiguous
+  /// ragged = true: queries (and out, lse) packed, sequence b's rows
+  /// [q_offsets[b], q_offsets[b + 1]), and each sequence's own key length
+  /// in kv_lens (docs/design.md §5, "Ragged batches").
+  bool ragged = false;
 };
+
+/// What the kernel itself is called with: the runtime splits a ragged
+/// batch into one call per sequence (batch 1, t_q its query count, and for
+/// a contiguous cache t_kv its key length), so a ragged kernel takes the
+/// uniform layout with kv_lens (RaggedBatch.cpp).
+AbiShape perSequence(AbiShape s);
 
 /// A size symbol. Batch, the token counts, the cache's block count and the
 /// block table's width (ceil(t_kv / Block)) come from the call; the
@@ -54,14 +64,17 @@ enum class Size {
   Dk,
   Dv,
   One,
-  Blocks,     ///< num_blocks: blocks in a paged cache
-  Block,      ///< tokens per block (kv_cache = paged(Block))
-  TableBlocks ///< block table entries per sequence: ceil(t_kv / Block)
+  Blocks,      ///< num_blocks: blocks in a paged cache
+  Block,       ///< tokens per block (kv_cache = paged(Block))
+  TableBlocks, ///< block table entries per sequence: ceil(t_kv / Block)
+  PackedQ,     ///< packed query rows of a ragged batch: q_offsets[B]
+  Offsets      ///< B + 1 (a ragged batch's cumulative query offsets)
 };
 
 /// The sizes a call gives (op = layer: t_kv = t_q).
 struct CallSizes {
   int64_t batch = 0, tq = 0, tkv = 0, numBlocks = 0;
+  int64_t packedQ = 0; ///< a ragged batch's query rows (q_offsets[B])
 };
 
 /// One dimension: the product of its factors (w_q's columns are h*dk).
@@ -78,18 +91,21 @@ enum class Elem {
 
 /// When a tensor is part of a kernel's ABI.
 enum class Presence {
-  Sdpa,         ///< op = sdpa
-  Layer,        ///< op = layer
-  LayerBias,    ///< op = layer with bias = true
-  Padding,      ///< any op whose mask has a padding term, or a paged cache
-  KvScales,     ///< op = sdpa with kv_dtype = i8 (contiguous cache)
-  Sinks,        ///< any op with sinks = learned
-  AlibiSlopes,  ///< any op with alibi = runtime
-  Lse,          ///< any op with lse = true
-  Scale,        ///< any op with scale = runtime
-  ContiguousKv, ///< op = sdpa with a contiguous K/V cache
-  PagedKv,      ///< op = sdpa with kv_cache = paged(BLOCK)
-  PagedKvScales ///< a paged cache with kv_dtype = i8
+  Sdpa,          ///< op = sdpa
+  UniformQ,      ///< op = sdpa, queries [B, Tq, ...] (not ragged)
+  Layer,         ///< op = layer
+  LayerBias,     ///< op = layer with bias = true
+  Padding,       ///< any op whose mask has a padding term, or a paged cache
+  KvScales,      ///< op = sdpa with kv_dtype = i8 (contiguous cache)
+  Sinks,         ///< any op with sinks = learned
+  AlibiSlopes,   ///< any op with alibi = runtime
+  Lse,           ///< any op with lse = true, not ragged
+  Scale,         ///< any op with scale = runtime
+  ContiguousKv,  ///< op = sdpa with a contiguous K/V cache
+  PagedKv,       ///< op = sdpa with kv_cache = paged(BLOCK)
+  PagedKvScales, ///< a paged cache with kv_dtype = i8
+  Ragged,        ///< op = sdpa with ragged = true (packed queries)
+  RaggedLse      ///< ragged = true with lse = true
 };
 
 /// How the runtime checks a tensor's contents (beyond size and pointer).
@@ -99,7 +115,10 @@ enum class Content {
   PositiveFinite,    ///< every value finite and > 0 (host memory only)
   /// A paged cache's block table: the entries a sequence's length needs
   /// (ceil(kv_lens[b] / Block)) each name a block in [0, num_blocks)
-  BlockIndices
+  BlockIndices,
+  /// A ragged batch's cumulative query offsets: [0] = 0, non-decreasing,
+  /// each sequence's count in [0, min(t_q, kv_lens[b])]
+  QueryOffsets
 };
 
 /// One tensor of the ABI.
@@ -130,6 +149,9 @@ struct TensorModel {
 
   /// True if dims are [B, T, ...] with T the query or key tokens.
   bool isSequence() const;
+  /// True if dims are [PackedQ, ...]: a ragged batch's rows, one token
+  /// stride and no batch stride (sequence b starts at row q_offsets[b]).
+  bool isPacked() const;
   /// The token symbol of a sequence tensor (TokensQ or TokensKv).
   Size tokens() const;
 };
@@ -176,7 +198,7 @@ int64_t elementsAt(const TensorModel &t, const AbiShape &s, const CallSizes &c,
                    size_t fromDim = 0);
 
 /// Short label of a symbol ("B", "Tq", "Tkv", "d", "h", "kv", "dk", "dv",
-/// "1").
+/// "1", "Nq", "B+1").
 const char *label(Size sym);
 /// "[B, Tq, h, dk]" or "[d, h*dk]".
 std::string dimsText(const TensorModel &t);

@@ -32,6 +32,9 @@ struct ManifestSpec {
   /// kv_cache = paged(BLOCK): tokens per K/V block; 0: contiguous (and
   /// in older manifests).
   int64_t kv_block = 0;
+  /// ragged = true: packed queries with q_offsets, the runtime calls the
+  /// kernel once per sequence; false in older manifests.
+  bool ragged = false;
   bool bias = false;
   double scale = 0;            ///< 0 when scaleAtRuntime
   bool scaleAtRuntime = false; ///< scale = runtime (a `scale` argument)
