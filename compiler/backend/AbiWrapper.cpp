@@ -23,7 +23,12 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
   shape.lse = s.lse;
   shape.scale = s.scaleAtRuntime;
   shape.kvBlock = s.op == Op::Sdpa ? s.kv_block : 0;
+  shape.ragged = s.op == Op::Sdpa && s.ragged;
   return shape;
+}
+
+abi::AbiShape kernelAbiShapeOf(const AttentionSpec &s) {
+  return abi::perSequence(abiShapeOf(s));
 }
 
 std::optional<int64_t> fixedCallSize(const abi::Dim &d,
@@ -68,7 +73,7 @@ std::string extentExpr(const abi::Dim &d, const abi::AbiShape &s) {
 } // namespace
 
 WrapperPlan wrapperPlan(const AttentionSpec &spec) {
-  const abi::AbiShape s = abiShapeOf(spec);
+  const abi::AbiShape s = kernelAbiShapeOf(spec);
   WrapperPlan plan;
   plan.setup =
       std::string("  const int64_t B = a->batch, TQ = a->t_q, TKV = ") +
@@ -119,7 +124,7 @@ HalideBufferCall halideBufferCall(const AttentionSpec &spec,
   // GPU targets keep bf16 as its 16-bit pattern (hl::bf16AsBits in
   // compiler/halide/HalidePipeline.h).
   const bool bits16 = spec.target.isGpu();
-  const abi::AbiShape shape = abiShapeOf(spec);
+  const abi::AbiShape shape = kernelAbiShapeOf(spec);
   HalideBufferCall c;
   c.setup = plan.setup;
   for (const WrapperTensor &w : plan.tensors) {

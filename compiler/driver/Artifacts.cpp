@@ -48,6 +48,7 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
   m.spec.dtype = toString(s.dtype);
   m.spec.kv_dtype = toString(s.kvType());
   m.spec.kv_block = s.kv_block;
+  m.spec.ragged = s.op == Op::Sdpa && s.ragged;
   m.spec.bias = s.bias;
   m.spec.scaleAtRuntime = s.scaleAtRuntime;
   m.spec.scale = s.scaleAtRuntime ? 0.0 : s.effectiveScale();

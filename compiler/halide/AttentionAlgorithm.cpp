@@ -117,11 +117,12 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const Expr head = ho * HP + i % HP;
   const Expr token = qo * TT + i / HP;
   const Expr tokenClamped = min(token, Tq - 1);
-  // The mask in effect (a paged cache adds its sequences' lengths), and
-  // where a sequence ends: T_kv, or with a paged cache its own length, so
-  // its T_q queries are its last positions (bottom-right per sequence).
+  // The mask in effect (a paged cache or a ragged batch adds its
+  // sequences' lengths), and where a sequence ends: T_kv, or with a paged
+  // cache or a ragged batch its own length, so its T_q queries are its last
+  // positions (bottom-right per sequence).
   const MaskSpec mask = s.effectiveMask();
-  const bool perSequence = s.pagedKv();
+  const bool perSequence = s.pagedKv() || s.ragged;
   const Expr seqEnd = perSequence ? in.kvLen(b) : Tkv;
   const Expr pos = token + (seqEnd - Tq); // absolute position
   // GQA: the tile's heads share K/V head g = head / (h/kv), without copies.

@@ -92,7 +92,7 @@ struct AbiParams {
 
 void constrainDims(OutputImageParam p, const abi::TensorModel &t,
                    const AttentionSpec &s, bool bindCallSizes) {
-  const abi::AbiShape shape = backend::abiShapeOf(s);
+  const abi::AbiShape shape = backend::kernelAbiShapeOf(s);
   const int rank = static_cast<int>(t.dims.size());
   for (int i = 0; i < rank; ++i) {
     Internal::Dimension dim = p.dim(rank - 1 - i);
@@ -111,7 +111,7 @@ void constrainDims(OutputImageParam p, const abi::TensorModel &t,
 
 AbiParams abiParams(const AttentionSpec &s) {
   AbiParams out;
-  const abi::AbiShape shape = backend::abiShapeOf(s);
+  const abi::AbiShape shape = backend::kernelAbiShapeOf(s);
   for (const abi::TensorModel *t : abi::tensors(shape)) {
     if (t->output)
       continue;
@@ -126,7 +126,7 @@ AbiParams abiParams(const AttentionSpec &s) {
 
 const abi::TensorModel &outputModel(const AttentionSpec &s,
                                     const std::string &name) {
-  for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(s)))
+  for (const abi::TensorModel *t : abi::tensors(backend::kernelAbiShapeOf(s)))
     if (t->output && t->name == name)
       return *t;
   throw BackendError("",
@@ -157,8 +157,8 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
   bp.args.assign(params.inOrder.begin(), params.inOrder.end());
 
   hl::AttentionInputs in;
-  if (s.mask.hasPadding() || (s.op == Op::Sdpa && s.pagedKv())) {
-    bp.kvLens = param("kv_lens"); // one length per batch (or sequence)
+  if (s.effectiveMask().hasPadding()) { // padding, paged or ragged
+    bp.kvLens = param("kv_lens");       // one length per batch (or sequence)
     in.kvLen(v.b) = bp.kvLens(v.b);
     in.hasKvLen = true;
   }

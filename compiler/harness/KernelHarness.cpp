@@ -102,8 +102,11 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
       {"b_q", 0.1f}, {"b_k", 0.1f},  {"b_v", 0.1f}, {"b_o", 0.1f}};
   // A paged cache is generated as the contiguous one (the reference reads
   // that) and then copied into shuffled blocks (buildPagedCache).
+  // A ragged batch is generated in the [B, Tq] layout too (the reference
+  // reads that) and its queries packed (packQueries).
   abi::AbiShape shape = backend::abiShapeOf(s);
   shape.kvBlock = 0;
+  shape.ragged = false;
   uint32_t next = 1; // seeds in the model's order
   for (const abi::TensorModel *t : abi::tensors(shape)) {
     const size_t n = elementCount(*t, shape, size_);
@@ -148,15 +151,70 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   }
   if (s.dtype != DType::F32)
     outBits_.assign(outF32_.size(), 0);
-  if (s.mask.hasPadding() || (s.op == Op::Sdpa && s.pagedKv())) {
+  if (s.effectiveMask().hasPadding()) { // padding, paged or ragged
     std::mt19937 rng(seed + 10);
     std::uniform_int_distribution<int64_t> u(
         std::clamp<int64_t>(o.kvLenMin, 0, Tkv), Tkv);
     for (int64_t b = 0; b < B; ++b)
       lens_.push_back(static_cast<int32_t>(o.kvLen >= 0 ? o.kvLen : u(rng)));
   }
+  if (s.op == Op::Sdpa && s.ragged) {
+    // Each sequence's query count, at most its key length (its queries
+    // are its last tokens); the kernel writes packed rows.
+    std::mt19937 rng(seed + 12);
+    offsets_.assign(1, 0);
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t most = std::min<int64_t>(size_.Tq, lens_[b]);
+      std::uniform_int_distribution<int64_t> u(std::min<int64_t>(1, most),
+                                               most);
+      const int64_t n = o.qLen >= 0 ? std::min(o.qLen, most) : u(rng);
+      qLens_.push_back(static_cast<int32_t>(n));
+      offsets_.push_back(static_cast<int32_t>(offsets_.back() + n));
+    }
+    const auto rows = static_cast<size_t>(offsets_.back());
+    outF32_.assign(rows * static_cast<size_t>(s.h * s.d_v), 0.0f);
+    if (s.lse)
+      lse_.assign(rows * static_cast<size_t>(s.h), 0.0f);
+    if (!outBits_.empty())
+      outBits_.assign(outF32_.size(), 0);
+    packQueries();
+  }
   if (s.op == Op::Sdpa && s.pagedKv())
     buildPagedCache(pagedSeed_ = seed + 11);
+}
+
+void Problem::packQueries() {
+  const Tensor &q = inputs_.at("q");
+  const auto width = static_cast<size_t>(spec_.h * spec_.d_k);
+  qPacked_ = Tensor{};
+  const auto rows = static_cast<size_t>(offsets_.back());
+  qPacked_.f32.resize(rows * width);
+  if (!q.bits.empty())
+    qPacked_.bits.resize(rows * width);
+  for (size_t b = 0; b < qLens_.size(); ++b)
+    for (size_t i = 0; i < static_cast<size_t>(qLens_[b]); ++i) {
+      const size_t from = (b * static_cast<size_t>(size_.Tq) + i) * width;
+      const size_t to = (static_cast<size_t>(offsets_[b]) + i) * width;
+      std::copy_n(q.f32.begin() + from, width, qPacked_.f32.begin() + to);
+      if (!q.bits.empty())
+        std::copy_n(q.bits.begin() + from, width, qPacked_.bits.begin() + to);
+    }
+}
+
+std::vector<float> Problem::unpack(const std::vector<float> &packed,
+                                   int64_t width) const {
+  std::vector<float> out(static_cast<size_t>(size_.B * size_.Tq * width));
+  for (size_t b = 0; b < qLens_.size(); ++b)
+    std::copy_n(packed.begin() + offsets_[b] * width, qLens_[b] * width,
+                out.begin() + static_cast<int64_t>(b) * size_.Tq * width);
+  return out;
+}
+
+const std::vector<float> &Problem::lse() const {
+  if (qLens_.empty() || lse_.empty())
+    return lse_;
+  lseUnpacked_ = unpack(lse_, spec_.h);
+  return lseUnpacked_;
 }
 
 void Problem::buildPagedCache(uint32_t seed) {
@@ -243,6 +301,8 @@ void Problem::setInput(const std::string &name,
   }
   if (!paged_.empty()) // the paged copy follows the new values
     buildPagedCache(pagedSeed_);
+  if (!qLens_.empty() && name == "q") // so does the packed one
+    packQueries();
 }
 
 const float *Problem::input(const char *name) const {
@@ -265,7 +325,11 @@ mhagen_call_args Problem::args() {
       t->bind(a, outBits_.empty() ? static_cast<void *>(outF32_.data())
                                   : static_cast<void *>(outBits_.data()));
     else if (t->elem == abi::Elem::Int32)
-      t->bind(a, name == "block_table" ? table_.data() : lens_.data());
+      t->bind(a, name == "block_table" ? table_.data()
+                 : name == "q_offsets" ? offsets_.data()
+                                       : lens_.data());
+    else if (t->isPacked())
+      t->bind(a, const_cast<void *>(qPacked_.data()));
     else if (paged_.count(name))
       t->bind(a, const_cast<void *>(paged_.at(name).data()));
     else
@@ -281,13 +345,12 @@ void Problem::clearOutput() {
 }
 
 std::vector<float> Problem::output() const {
-  if (outBits_.empty())
-    return outF32_;
-  std::vector<float> out(outBits_.size());
-  for (size_t i = 0; i < out.size(); ++i)
-    out[i] = spec_.dtype == DType::BF16 ? bf16ToFloat(outBits_[i])
-                                        : f16ToFloat(outBits_[i]);
-  return out;
+  std::vector<float> out = outF32_;
+  if (!outBits_.empty())
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = spec_.dtype == DType::BF16 ? bf16ToFloat(outBits_[i])
+                                          : f16ToFloat(outBits_[i]);
+  return qLens_.empty() ? out : unpack(out, spec_.h * spec_.d_v);
 }
 
 std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
@@ -307,6 +370,7 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
       a.v = inputs_.at("v").exact.data();
     }
     a.kvLens = lens_.empty() ? nullptr : lens_.data();
+    a.qLens = qLens_.empty() ? nullptr : qLens_.data();
     a.modifiers = modifierArgs();
     a.lse = lse;
     a.rows = r;
@@ -363,8 +427,9 @@ Comparison Problem::checkLse(const std::vector<int64_t> &rows) const {
   std::vector<double> want;
   reference(rows, false, &want);
   const Tolerance tol = lseTolerance(spec_);
+  const std::vector<float> &got = lse();
   if (rows.empty())
-    return compareToReference(lse_, want, tol);
+    return compareToReference(got, want, tol);
   std::vector<float> g;
   std::vector<double> w;
   for (int64_t b = 0; b < size_.B; ++b)
@@ -372,7 +437,7 @@ Comparison Problem::checkLse(const std::vector<int64_t> &rows) const {
       for (int64_t hd = 0; hd < spec_.h; ++hd) {
         const size_t idx =
             static_cast<size_t>((b * size_.Tq + t) * spec_.h + hd);
-        g.push_back(lse_[idx]);
+        g.push_back(got[idx]);
         w.push_back(want[idx]);
       }
   return compareToReference(g, w, tol);
@@ -441,20 +506,24 @@ double nominalFlops(const AttentionSpec &s, const ProblemSize &z) {
 }
 
 double usefulFlops(const AttentionSpec &s, const ProblemSize &z,
-                   const std::vector<int32_t> &kvLens) {
+                   const std::vector<int32_t> &kvLens,
+                   const std::vector<int32_t> &qLens) {
   CostReport r = computeCost(s, z.Tq, z.Tkv, z.B);
-  if (kvLens.empty() || (!s.mask.hasPadding() && !s.pagedKv()))
+  if (kvLens.empty() || !s.effectiveMask().hasPadding())
     return r.flopsTotal;
-  // Count visible pairs with the actual lengths (a paged cache: each
-  // sequence ends at its own length).
+  // Count visible pairs with the actual lengths (a paged cache or a
+  // ragged batch: each sequence ends at its own length; a ragged one has
+  // its own query count too).
   const int64_t Tkv = s.op == Op::Layer ? z.Tq : z.Tkv;
   const MaskSpec mask = s.effectiveMask();
+  const bool ownEnd = s.pagedKv() || s.ragged;
   double pairs = 0;
   for (int64_t b = 0; b < z.B; ++b) {
-    const int64_t end = s.pagedKv() ? kvLens[b] : Tkv;
-    for (int64_t i = 0; i < z.Tq; ++i)
-      for (int64_t j = 0; j < Tkv; ++j)
-        pairs += maskAllows(mask, i, j, z.Tq, end, kvLens[b]) ? 1 : 0;
+    const int64_t end = ownEnd ? kvLens[b] : Tkv;
+    const int64_t Tq = qLens.empty() ? z.Tq : qLens[b];
+    for (int64_t i = 0; i < Tq; ++i)
+      for (int64_t j = 0; j < std::min(Tkv, end); ++j)
+        pairs += maskAllows(mask, i, j, Tq, end, kvLens[b]) ? 1 : 0;
   }
   return r.flopsProjections + 2.0 * pairs * s.h * (s.d_k + s.d_v);
 }

@@ -3,6 +3,7 @@
 #include "mhagen/manifest.hpp"
 #include "mhagen/spec/SpecParser.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -40,13 +41,18 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
       },
       o.reps);
   const double nominal = nominalFlops(spec, p.size());
-  const double useful = usefulFlops(spec, p.size(), p.kvLens());
+  const double useful = usefulFlops(spec, p.size(), p.kvLens(), p.qLens());
   const Tolerance tol = p.tolerance();
   const int threads = mhagen_get_num_threads();
   // Query rows compared with the reference, over every batch.
-  const int64_t checked =
-      p.size().B *
-      (rows.empty() ? p.size().Tq : static_cast<int64_t>(rows.size()));
+  int64_t checked = 0, allRows = 0;
+  for (int64_t bi = 0; bi < p.size().B; ++bi) {
+    const int64_t n = p.qLens().empty() ? p.size().Tq : p.qLens()[bi];
+    allRows += n;
+    checked += rows.empty() ? n
+                            : std::count_if(rows.begin(), rows.end(),
+                                            [&](int64_t r) { return r < n; });
+  }
 
   js["variant"] = mhagen_kernel_symbol(k);
   js["target"] = mhagen_kernel_target(k);
@@ -59,6 +65,10 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
     js["kv_block"] = spec.kv_block;
     js["num_blocks"] = p.numBlocks();
     js["kv_lens"] = p.kvLens();
+  }
+  if (spec.op == Op::Sdpa && spec.ragged) {
+    js["kv_lens"] = p.kvLens();
+    js["q_offsets"] = p.qOffsets();
   }
   js["median_ms"] = t.medianMs;
   js["min_ms"] = t.minMs;
@@ -115,6 +125,16 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
          << " tokens in shuffled order, sequence lengths (kv_lens) " << lo
          << ".." << hi << "\n";
   }
+  if (spec.op == Op::Sdpa && spec.ragged) {
+    // A ragged batch: seeded per-sequence query and key counts.
+    auto range = [](const std::vector<int32_t> &v) {
+      const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+      return std::to_string(*lo) + ".." + std::to_string(*hi);
+    };
+    text << "ragged   " << p.qOffsets().back()
+         << " packed query rows, queries per sequence " << range(p.qLens())
+         << ", keys per sequence (kv_lens) " << range(p.kvLens()) << "\n";
+  }
   std::snprintf(buf, sizeof buf,
                 "time     median %.3f ms (min %.3f ms, %d reps)\n", t.medianMs,
                 t.minMs, t.reps);
@@ -132,8 +152,8 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                 "check    max |err| %.3g vs the f64 reference on %lld of "
                 "%lld query rows: %s (tolerance %g + %g*|ref|)\n",
                 cmp.maxAbsErr, static_cast<long long>(checked),
-                static_cast<long long>(p.size().B * p.size().Tq),
-                cmp.ok() ? "OK" : "FAILED", tol.atol, tol.rtol);
+                static_cast<long long>(allRows), cmp.ok() ? "OK" : "FAILED",
+                tol.atol, tol.rtol);
   text << buf;
   if (storage) {
     const Tolerance st = kvStorageTolerance(spec.dtype, spec.kvType());

@@ -135,10 +135,11 @@ static void attendOneHead(const AttentionSpec &s, const HeadModifiers &hm,
   const Acc sink = hm.sink ? static_cast<Acc>(*hm.sink) : Acc(0);
   std::vector<Acc> scores(static_cast<size_t>(Tkv));
   std::vector<bool> visible(static_cast<size_t>(Tkv));
-  // A paged cache: each sequence ends at its own length (its queries are
-  // its last T_q tokens) and hides the keys past it (docs/design.md §5).
+  // A paged cache or a ragged batch: each sequence ends at its own length
+  // (its queries are its last T_q tokens) and hides the keys past it
+  // (docs/design.md §5).
   const MaskSpec mask = s.effectiveMask();
-  const int64_t seqEnd = s.pagedKv() ? kvLen : Tkv;
+  const int64_t seqEnd = s.pagedKv() || s.ragged ? kvLen : Tkv;
   for (int64_t i : rows) {
     for (int64_t j = 0; j < Tkv; ++j) {
       visible[j] = maskAllows(mask, i, j, Tq, seqEnd, kvLen);
@@ -194,7 +195,7 @@ static std::vector<int64_t> rowsOrAll(const std::vector<int64_t> *rows,
 
 static int64_t kvLength(const AttentionSpec &s, const int32_t *kvLens,
                         int64_t b, int64_t Tkv) {
-  if (!s.mask.hasPadding() && !s.pagedKv())
+  if (!s.effectiveMask().hasPadding())
     return Tkv;
   if (!kvLens)
     throw std::invalid_argument("reference: mask has padding but no kvLens");
@@ -211,15 +212,23 @@ std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
   std::vector<Acc> q(a.q, a.q + a.B * a.Tq * h * dk);
   std::vector<Acc> k(a.k, a.k + a.B * a.Tkv * kv * dk);
   std::vector<Acc> v(a.v, a.v + a.B * a.Tkv * kv * dv);
-  const std::vector<int64_t> rows = rowsOrAll(a.rows, a.Tq);
+  const std::vector<int64_t> all = rowsOrAll(a.rows, a.Tq);
+  if (s.ragged && !a.qLens)
+    throw std::invalid_argument("reference: ragged = true but no qLens");
   for (int64_t b = 0; b < a.B; ++b) {
     const int64_t len = kvLength(s, a.kvLens, b, a.Tkv);
+    // A ragged batch: this sequence's own query count.
+    const int64_t Tq = s.ragged ? a.qLens[b] : a.Tq;
+    std::vector<int64_t> rows;
+    for (int64_t r : all)
+      if (r < Tq)
+        rows.push_back(r);
     for (int64_t i = 0; i < h; ++i) {
       const int64_t g = i / (h / kv); // the shared key/value head
       attendOneHead<Acc>(
           s, headModifiers(s, a.modifiers, i), &q[(b * a.Tq * h + i) * dk],
           h * dk, &k[(b * a.Tkv * kv + g) * dk], kv * dk,
-          &v[(b * a.Tkv * kv + g) * dv], kv * dv, a.Tq, a.Tkv, len,
+          &v[(b * a.Tkv * kv + g) * dv], kv * dv, Tq, a.Tkv, len,
           &out[(b * a.Tq * h + i) * dv], h * dv,
           a.lse ? &(*a.lse)[(b * a.Tq) * h + i] : nullptr, h, rows);
     }

@@ -72,7 +72,7 @@ int kvTypeBytes(KvType t) {
 }
 
 MaskSpec AttentionSpec::effectiveMask() const {
-  if (!pagedKv())
+  if (!pagedKv() && !ragged)
     return mask;
   MaskSpec m = mask;
   if (m.anyOf.empty())
@@ -298,6 +298,8 @@ std::string AttentionSpec::canonical() const {
     os << "  kv_dtype = " << toString(*kv_dtype) << "\n";
   if (pagedKv())
     os << "  kv_cache = paged(" << kv_block << ")\n";
+  if (ragged)
+    os << "  ragged = true\n";
   os << "  bias = " << (bias ? "true" : "false") << "\n";
   if (scale)
     os << "  scale = " << formatDouble(*scale) << "\n";
@@ -334,6 +336,8 @@ std::string AttentionSpec::semanticKey() const {
     os << ";kv_dtype=" << toString(*kv_dtype);
   if (pagedKv()) // absent for a contiguous cache: old keys unchanged
     os << ";kv_cache=paged(" << kv_block << ")";
+  if (ragged) // absent for a uniform batch: old keys unchanged
+    os << ";ragged=1";
   // Score modifiers: absent when unset, so older keys stay as they were.
   if (softcap)
     os << ";softcap=" << formatValue(*softcap);
@@ -377,6 +381,8 @@ std::string AttentionSpec::derivedName() const {
     os << "_kv" << toString(*kv_dtype);
   if (pagedKv())
     os << "_paged" << kv_block;
+  if (ragged)
+    os << "_ragged";
   if (bias)
     os << "_bias";
   if (softcap)
@@ -409,11 +415,12 @@ std::string AttentionSpec::kernelName() const {
 bool AttentionSpec::operator==(const AttentionSpec &o) const {
   return name == o.name && op == o.op && d == o.d && h == o.h && d_k == o.d_k &&
          d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
-         kv_dtype == o.kv_dtype && kv_block == o.kv_block && bias == o.bias &&
-         scale == o.scale && scaleAtRuntime == o.scaleAtRuntime &&
-         softcap == o.softcap && alibi == o.alibi && sinks == o.sinks &&
-         lse == o.lse && target == o.target && backend == o.backend &&
-         T == o.T && T_kv == o.T_kv && B == o.B;
+         kv_dtype == o.kv_dtype && kv_block == o.kv_block &&
+         ragged == o.ragged && bias == o.bias && scale == o.scale &&
+         scaleAtRuntime == o.scaleAtRuntime && softcap == o.softcap &&
+         alibi == o.alibi && sinks == o.sinks && lse == o.lse &&
+         target == o.target && backend == o.backend && T == o.T &&
+         T_kv == o.T_kv && B == o.B;
 }
 
 } // namespace mhagen

@@ -40,9 +40,10 @@ SpecError::SpecError(std::vector<SpecDiagnostic> diags)
 
 const std::vector<std::string> &specFieldNames() {
   static const std::vector<std::string> names = {
-      "op",    "d",        "h",        "kv",      "dk",    "dv",      "mask",
-      "dtype", "kv_dtype", "kv_cache", "bias",    "scale", "softcap", "alibi",
-      "sinks", "lse",      "target",   "backend", "T",     "Tkv",     "B"};
+      "op",      "d",       "h",        "kv",       "dk",     "dv",
+      "mask",    "dtype",   "kv_dtype", "kv_cache", "ragged", "bias",
+      "scale",   "softcap", "alibi",    "sinks",    "lse",    "target",
+      "backend", "T",       "Tkv",      "B"};
   return names;
 }
 
@@ -674,6 +675,16 @@ AttentionSpec buildSpec(const RawSpec &raw) {
           "expected contiguous or paged(BLOCK) with BLOCK tokens per block, "
           "an integer > 0");
   }
+  if (const RawField *f = field("ragged")) {
+    if (f->value == "true")
+      s.ragged = true;
+    else if (f->value == "false")
+      s.ragged = false;
+    else
+      bad("ragged", *f,
+          "expected true (queries packed with q_offsets, each sequence its "
+          "own key length in kv_lens) or false");
+  }
   if (const RawField *f = field("bias")) {
     if (f->value == "true")
       s.bias = true;
@@ -866,6 +877,25 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
       rule("kv_cache", v,
            "a paged cache takes its lengths at call time (kv_lens): drop "
            "the static Tkv");
+  }
+  if (s.ragged) {
+    if (s.op != Op::Sdpa)
+      rule("ragged", "true",
+           "a ragged batch packs the attention core's queries: ragged = "
+           "true needs op = sdpa");
+    else if (s.target.isGpu())
+      rule("ragged", "true",
+           "a ragged batch is split into sequences on the host for CPU "
+           "targets only; " +
+               s.target.str() + " is a GPU target");
+    else if (s.T)
+      rule("ragged", "true",
+           "each sequence has its own query count (q_offsets): drop the "
+           "static T");
+    else if (s.T_kv && !s.pagedKv())
+      rule("ragged", "true",
+           "each sequence has its own key length (kv_lens): drop the "
+           "static Tkv");
   }
   if (s.scale && (!(*s.scale > 0) || !std::isfinite(*s.scale)))
     rule("scale", std::to_string(*s.scale), "must be a finite number > 0");

@@ -271,6 +271,34 @@ static int check_paged(void) {
   return report("ev_sdpa_paged", rc, outf, ref, T * H * SDK, F32);
 }
 
+/* A ragged batch: sequence 0 has all T queries, sequence 1 only its last
+ * R (rows T-R.. of the same attention, bottom-right), packed one after the
+ * other; both read the same keys from their own rows of the cache. */
+static int check_ragged(void) {
+  enum { R = 4, ROWS = T + R, ROW = H * SDK, KVROW = KV * SDK };
+  static float q2[ROWS * ROW], k2[2 * T * KVROW], v2[2 * T * KVROW],
+      out2[ROWS * ROW];
+  static double ref[T * ROW], want[ROWS * ROW];
+  const int32_t lens[2] = {T, T}, offsets[3] = {0, T, T + R};
+  int i, rc;
+  FILL(qf, 1.0f);
+  FILL(kf, 1.0f);
+  FILL(vf, 1.0f);
+  reference_of_inputs(ref);
+  memcpy(q2, qf, sizeof qf);
+  memcpy(q2 + T * ROW, qf + (T - R) * ROW, R * ROW * sizeof(float));
+  for (i = 0; i < 2; ++i) {
+    memcpy(k2 + i * T * KVROW, kf, sizeof kf);
+    memcpy(v2 + i * T * KVROW, vf, sizeof vf);
+  }
+  for (i = 0; i < T * ROW; ++i)
+    want[i] = ref[i];
+  for (i = 0; i < R * ROW; ++i)
+    want[T * ROW + i] = ref[(T - R) * ROW + i];
+  rc = ev_sdpa_ragged_avx2_sdpa(q2, k2, v2, out2, 2, T, T, lens, offsets);
+  return report("ev_sdpa_ragged", rc, out2, want, ROWS * ROW, F32);
+}
+
 int run_every_kernel_c(void) {
   int failures = 0;
   failures += check_sdpa(F32, ev_sdpa_f32_avx2_sdpa, NULL, "ev_sdpa_f32");
@@ -283,6 +311,7 @@ int run_every_kernel_c(void) {
   failures +=
       check_sdpa(F16, NULL, em_sdpa_f16_avx2_mlir_sdpa, "em_sdpa_f16 (mlir)");
   failures += check_paged();
+  failures += check_ragged();
   failures += check_layer(F32, ev_layer_f32_avx2_layer, NULL, "ev_layer_f32");
   failures +=
       check_layer(BF16, NULL, ev_layer_bf16_avx2_layer, "ev_layer_bf16");

@@ -13,7 +13,7 @@ extern "C" int check_every_kernel_cxx(void) {
       ev_layer_f32_avx2,      ev_layer_bf16_avx2,      ev_layer_f16_avx2,
       em_sdpa_f32_avx2_mlir,  em_sdpa_bf16_avx2_mlir,  em_sdpa_f16_avx2_mlir,
       em_layer_f32_avx2_mlir, em_layer_bf16_avx2_mlir, em_layer_f16_avx2_mlir,
-      ev_sdpa_paged_avx2};
+      ev_sdpa_paged_avx2,     ev_sdpa_ragged_avx2};
   int failures = 0;
   for (Entry e : entries) {
     mhagen_call_args a{};

@@ -446,6 +446,74 @@ TEST(PagedKv, GarbageTableEntriesNeverLeaveTheCache) {
   }
 }
 
+// A ragged batch: the runtime's split into sequences writes exactly the
+// packed rows, honours a token stride on the packed q and out, and skips a
+// sequence without queries; q and out sit at the end of guarded memory,
+// so a row read or written past them faults. Each layout gives the bits
+// of the dense call (itself checked against the reference in
+// numeric_ragged).
+TEST(Ragged, PackedRowsStridesAndEmptySequences) {
+  const mhagen_kernel *k = kernel("t_ragged_f32_causal_kv2");
+  ASSERT_NE(k, nullptr);
+  SKIP_UNLESS_USABLE(k);
+  AttentionSpec s = specOf(k);
+  ASSERT_TRUE(s.ragged);
+  Problem p(s, {4, 9, 100}, ProblemOptions{});
+  mhagen_call_args a = p.args();
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  EXPECT_TRUE(p.check({}).ok());
+  const int64_t qw = s.h * s.d_k, ow = s.h * s.d_v;
+  const std::vector<int32_t> off = p.qOffsets();
+  const int64_t rows = off.back();
+  const auto *q = static_cast<const float *>(a.q);
+  const auto *dense = static_cast<const float *>(a.out);
+  const std::vector<float> want(dense, dense + rows * ow);
+
+  // Strided rows (a fused buffer's view) at the end of guarded memory.
+  const int64_t qs = qw + 24, os = ow + 8;
+  GuardedBuffer gq((rows - 1) * qs * 4 + qw * 4),
+      go((rows - 1) * os * 4 + ow * 4);
+  ASSERT_TRUE(gq.data() && go.data());
+  auto *sq = reinterpret_cast<float *>(gq.data());
+  auto *so = reinterpret_cast<float *>(go.data());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(sq + r * qs, q + r * qw, qw * sizeof(float));
+  mhagen_call_args b = a;
+  b.q = sq;
+  b.out = so;
+  b.q_token_stride = qs;
+  b.out_token_stride = os;
+  ASSERT_EQ(mhagen_call(k, &b), MHAGEN_OK) << mhagen_last_error();
+  for (int64_t r = 0; r < rows; ++r)
+    EXPECT_EQ(std::memcmp(so + r * os, want.data() + r * ow, ow * 4), 0)
+        << "packed row " << r << " differs with token strides";
+
+  // Sequence 1 without queries: its rows leave the packed layout; the
+  // others keep their bits.
+  const int64_t drop = off[2] - off[1];
+  ASSERT_GT(drop, 0);
+  std::vector<int32_t> off2 = off;
+  for (size_t i = 2; i < off2.size(); ++i)
+    off2[i] -= static_cast<int32_t>(drop);
+  const int64_t rows2 = rows - drop;
+  GuardedBuffer gq2(rows2 * qw * 4), go2(rows2 * ow * 4);
+  ASSERT_TRUE(gq2.data() && go2.data());
+  auto *q2 = reinterpret_cast<float *>(gq2.data());
+  auto *o2 = reinterpret_cast<float *>(go2.data());
+  std::memcpy(q2, q, off[1] * qw * 4);
+  std::memcpy(q2 + off[1] * qw, q + off[2] * qw, (rows - off[2]) * qw * 4);
+  mhagen_call_args c = a;
+  c.q = q2;
+  c.out = o2;
+  c.q_offsets = off2.data();
+  ASSERT_EQ(mhagen_call(k, &c), MHAGEN_OK) << mhagen_last_error();
+  EXPECT_EQ(std::memcmp(o2, want.data(), off[1] * ow * 4), 0);
+  EXPECT_EQ(std::memcmp(o2 + off[1] * ow, want.data() + off[2] * ow,
+                        (rows - off[2]) * ow * 4),
+            0)
+      << "the sequences after the empty one moved or changed";
+}
+
 TEST(Strides, FusedQkvBufferGivesTheSameBits) {
   const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk80");
   ASSERT_NE(k, nullptr);

@@ -45,6 +45,18 @@ public:
   void TestBody() override {
     ProblemOptions po;
     po.seed = static_cast<uint32_t>(size_.Tq * 131 + size_.Tkv);
+    check(po);
+    if (spec_.ragged) {
+      // Every sequence with T_q queries (or its length, when shorter):
+      // runs of equal counts, which the runtime calls together.
+      SCOPED_TRACE("uniform query counts");
+      po.qLen = size_.Tq;
+      check(po);
+    }
+  }
+
+private:
+  void check(const ProblemOptions &po) {
     Problem p(spec_, size_, po);
     mhagen_call_args a = p.args();
     ASSERT_EQ(mhagen_call(k_, &a), MHAGEN_OK) << mhagen_last_error();
@@ -86,7 +98,6 @@ public:
     RecordProperty("kv_storage_max_abs_err", std::to_string(cs.maxAbsErr));
   }
 
-private:
   const mhagen_kernel *k_;
   AttentionSpec spec_;
   ProblemSize size_;

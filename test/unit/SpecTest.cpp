@@ -339,8 +339,8 @@ TEST(Spec, PagedKvCacheIsItsOwnFieldAndKeepsOldKeys) {
 }
 
 TEST(SpecErrors, PagedKvCacheRules) {
-  for (const char *bad : {"paged(0)", "paged(-4)", "paged(x)", "paged(16",
-                          "paged()", "blocks"}) {
+  for (const char *bad :
+       {"paged(0)", "paged(-4)", "paged(x)", "paged(16", "paged()", "blocks"}) {
     SpecDiagnostic d = firstError(std::string("spec a { op = sdpa; d = 64; "
                                               "h = 4; kv_cache = ") +
                                   bad + " }");
@@ -366,6 +366,46 @@ TEST(SpecErrors, PagedKvCacheRules) {
   SpecDiagnostic d = firstError("spec a { op = sdpa; d = 64; h = 4; "
                                 "kv_cache = paged(65537) }");
   EXPECT_NE(d.rule.find("BLOCK must be <= 65536"), std::string::npos);
+}
+
+TEST(Spec, RaggedBatchIsItsOwnFieldAndHidesKeysPastEachLength) {
+  AttentionSpec s = one("spec a { op = sdpa; d = 4096; h = 32; kv = 8; "
+                        "mask = causal; ragged = true }");
+  EXPECT_TRUE(s.ragged);
+  EXPECT_EQ(s.derivedName(), "mha_sdpa_d4096_h32_kv8_dk128_causal_f32_ragged");
+  EXPECT_NE(s.canonical().find("ragged = true"), std::string::npos);
+  EXPECT_EQ(one(s.canonical()), s) << s.canonical();
+  // Each sequence ends at its own length: the mask in effect says so.
+  EXPECT_EQ(s.effectiveMask().str(), "causal & padding");
+  AttentionSpec paged = one("spec a { op = sdpa; d = 64; h = 4; "
+                            "kv_cache = paged(8); ragged = true }");
+  EXPECT_TRUE(paged.ragged && paged.pagedKv());
+  // A uniform batch is the default: no field, the same key as before.
+  AttentionSpec plain = one("spec a { op = sdpa; d = 4096; h = 32; kv = 8; "
+                            "mask = causal; ragged = false }");
+  EXPECT_EQ(plain.semanticKey().find("ragged"), std::string::npos);
+  EXPECT_NE(plain.hash(), s.hash());
+}
+
+TEST(SpecErrors, RaggedBatchRules) {
+  SpecDiagnostic d =
+      firstError("spec a { op = sdpa; d = 64; h = 4; ragged = yes }");
+  EXPECT_EQ(d.field, "ragged");
+  EXPECT_EQ(d.value, "yes");
+  EXPECT_NE(d.rule.find("expected true"), std::string::npos) << d.rule;
+  struct Case {
+    const char *extra, *rule;
+  };
+  for (Case c : {Case{"op = layer", "needs op = sdpa"},
+                 Case{"op = sdpa; target = cuda_sm90", "CPU targets only"},
+                 Case{"op = sdpa; T = 16", "drop the static T"},
+                 Case{"op = sdpa; Tkv = 512", "drop the static Tkv"}}) {
+    d = firstError(std::string("spec a { d = 64; h = 4; ") + c.extra +
+                   "; ragged = true }");
+    EXPECT_EQ(d.field, "ragged") << c.extra;
+    EXPECT_EQ(d.value, "true");
+    EXPECT_NE(d.rule.find(c.rule), std::string::npos) << d.rule;
+  }
 }
 
 TEST(SpecErrors, KvDtypeRules) {

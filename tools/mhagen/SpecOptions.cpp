@@ -54,6 +54,12 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
   lseOpt_ = app.add_flag("--lse", lse_,
                          "also write each row's log-sum-exp, lse [B, T, h]")
                 ->group("Spec");
+  raggedOpt_ =
+      app.add_flag("--ragged", ragged_,
+                   "a ragged batch: queries packed with q_offsets, each "
+                   "sequence its own key length (kv_lens); `run` draws "
+                   "seeded lengths up to --T / --Tkv (op = sdpa)")
+          ->group("Spec");
   // --alibi: the standard slopes; --alibi=runtime: slopes at call time.
   alibiOpt_ = app.add_flag("--alibi{true}", alibi_,
                            "ALiBi biases: the standard slopes for h heads, "
@@ -66,7 +72,7 @@ void SpecOptions::addTo(CLI::App &app, bool allowFiles) {
 
 bool SpecOptions::anyGiven() const {
   if (!files_.empty() || biasOpt_->count() > 0 || alibiOpt_->count() > 0 ||
-      lseOpt_->count() > 0)
+      lseOpt_->count() > 0 || raggedOpt_->count() > 0)
     return true;
   for (const Flag &f : flags_)
     if (f.opt->count() > 0)
@@ -90,6 +96,9 @@ std::vector<AttentionSpec> SpecOptions::build() const {
     if (lseOpt_->count() > 0)
       raw.fields["lse"] =
           RawField{lse_ ? "true" : "false", SourceLoc{"<command line>", 0, 0}};
+    if (raggedOpt_->count() > 0)
+      raw.fields["ragged"] = RawField{ragged_ ? "true" : "false",
+                                      SourceLoc{"<command line>", 0, 0}};
     if (alibiOpt_->count() > 0)
       raw.fields["alibi"] = RawField{alibi_, SourceLoc{"<command line>", 0, 0}};
   };

@@ -41,6 +41,8 @@ private:
   std::string alibi_;
   bool lse_ = false;
   CLI::Option *lseOpt_ = nullptr;
+  bool ragged_ = false;
+  CLI::Option *raggedOpt_ = nullptr;
   CLI::Option *alibiOpt_ = nullptr;
   std::vector<std::string> files_;
 };

@@ -124,6 +124,12 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << (padding
                                  ? "mask has padding but no kv_lens operand"
                                  : "kv_lens given but the mask has no padding");
+  if (getPerSequence())
+    for (MaskAttr m : maskClauses())
+      if (!m.getPadding())
+        return emitOpError() << "per_sequence positions need a padding term "
+                                "in every mask clause (keys past each "
+                                "sequence's length stay hidden)";
   if (Value f = getScaleFactor()) {
     auto ft = cast<RankedTensorType>(f.getType());
     if (ft.getRank() != 1 || ft.getDimSize(0) != 1 ||

@@ -5,6 +5,7 @@
 // outside the loop's bounds.
 // RUN: mha-opt %s --mha-lower-to-linalg="query-tile=16 key-tile=32" --canonicalize --cse | FileCheck %s
 // RUN: mha-opt %s --mha-lower-to-linalg="query-tile=16 key-tile=32" --canonicalize --cse | FileCheck %s --check-prefix=WIN
+// RUN: mha-opt %s --mha-lower-to-linalg="query-tile=16 key-tile=32" --canonicalize --cse | FileCheck %s --check-prefix=SEQ
 
 // CHECK-LABEL: func.func @causal_gqa
 // CHECK-SAME: (%[[Q:.*]]: tensor<?x?x8x64xf32>, %[[K:.*]]: tensor<?x?x2x64xf32>, %[[V:.*]]: tensor<?x?x2x64xf32>, %[[O:.*]]: tensor<?x?x8x64xf32>)
@@ -105,6 +106,37 @@ func.func @window_padding(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
          outs(%init : tensor<?x?x8x64xf32>)
          {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
           mask = #mha.mask<causal = true, window = 40, padding = true>}
+         -> tensor<?x?x8x64xf32>
+  return %o : tensor<?x?x8x64xf32>
+}
+
+// per_sequence (a ragged batch): each batch's queries are its last
+// positions, so the offset is kv_lens[b] - T_q, computed in the task from
+// its own length, and the causal limit of the key loop follows it.
+// SEQ-LABEL: func.func @per_sequence
+// SEQ-SAME: %[[LENS:[a-z0-9]+]]: tensor<?xi32>
+// SEQ-DAG: %[[TQ:.*]] = tensor.dim %{{.*}}, %c1
+// SEQ: scf.forall (%[[B:.*]], %{{.*}}, %{{.*}}) in
+// SEQ: %[[LEN:.*]] = tensor.extract %[[LENS]][%[[B]]] : tensor<?xi32>
+// SEQ: %[[N:.*]] = arith.index_cast %[[LEN]] : i32 to index
+// SEQ: %[[OFF:.*]] = arith.subi %[[N]], %[[TQ]] : index
+// SEQ: %[[L1:.*]] = arith.addi %{{.*}}, %[[OFF]] : index
+// SEQ: arith.floordivsi %[[L1]], %c32
+// SEQ: scf.for
+// SEQ: linalg.generic
+// SEQ: arith.addi %{{.*}}, %[[OFF]] : index
+// SEQ: arith.cmpi sle
+func.func @per_sequence(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
+                        %v: tensor<?x?x2x64xf32>,
+                        %init: tensor<?x?x8x64xf32>, %lens: tensor<?xi32>)
+    -> tensor<?x?x8x64xf32> {
+  %o = mha.attention ins(%q, %k, %v : tensor<?x?x8x64xf32>,
+                         tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         kv_lens(%lens : tensor<?xi32>)
+         outs(%init : tensor<?x?x8x64xf32>)
+         {num_heads = 8 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = true>,
+          per_sequence}
          -> tensor<?x?x8x64xf32>
   return %o : tensor<?x?x8x64xf32>
 }

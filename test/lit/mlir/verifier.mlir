@@ -223,6 +223,23 @@ func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x
 
 // -----
 
+// per_sequence positions (a ragged batch) come from kv_lens: every clause
+// must also hide the keys past each sequence's length.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x2x64xf32>, %o: tensor<?x?x4x64xf32>, %l: tensor<?xi32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{per_sequence positions need a padding term in every mask clause}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         kv_lens(%l : tensor<?xi32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = true>,
+          mask_or = [#mha.mask<causal = false, window = 0, padding = false, sink = 4>],
+          per_sequence}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
 // Lengths are i32, one per batch.
 func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x2x64xf32>, %o: tensor<?x?x4x64xf32>, %l: tensor<?xi64>) -> tensor<?x?x4x64xf32> {
   // expected-error @+1 {{kv_lens must be a rank-1 tensor of i32, got 'tensor<?xi64>'}}

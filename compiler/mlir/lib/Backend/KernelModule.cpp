@@ -61,7 +61,7 @@ Type elementType(OpBuilder &b, DType d) {
 // call-time strides has a strided layout, dense inside a token.
 std::vector<std::pair<std::string, MemRefType>>
 abiParams(OpBuilder &b, const AttentionSpec &s) {
-  const abi::AbiShape shape = backend::abiShapeOf(s);
+  const abi::AbiShape shape = backend::kernelAbiShapeOf(s);
   const Type et = elementType(b, s.dtype);
   std::vector<std::pair<std::string, MemRefType>> out;
   for (const abi::TensorModel *t : abi::tensors(shape)) {
@@ -155,7 +155,7 @@ mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
     return mha::MaskAttr::get(b.getContext(), c.causal, c.window, c.padding,
                               c.sink);
   };
-  const MaskSpec &m = s.mask;
+  const MaskSpec m = s.effectiveMask(); // a ragged batch: + padding
   SmallVector<Attribute> alternatives;
   for (size_t i = 1; i < m.anyOf.size(); ++i)
     alternatives.push_back(clause(m.anyOf[i]));
@@ -169,7 +169,8 @@ mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
       b.getF32FloatAttr(scale), clause(m.single()),
       alternatives.empty() ? ArrayAttr() : b.getArrayAttr(alternatives),
       s.softcap ? b.getF32FloatAttr(static_cast<float>(*s.softcap))
-                : FloatAttr());
+                : FloatAttr(),
+      s.ragged ? b.getUnitAttr() : UnitAttr());
 }
 
 void storeResult(OpBuilder &b, Location loc, Value result, Value out) {
@@ -183,8 +184,9 @@ void sdpaBody(OpBuilder &b, Location loc, const AttentionSpec &s,
   Value qt = toTensor(b, loc, a["q"], false);
   Value kt = toTensor(b, loc, a["k"], false);
   Value vt = toTensor(b, loc, a["v"], false);
-  Value lens =
-      s.mask.hasPadding() ? toTensor(b, loc, a["kv_lens"], false) : Value();
+  Value lens = s.effectiveMask().hasPadding()
+                   ? toTensor(b, loc, a["kv_lens"], false)
+                   : Value();
   Value init = toTensor(b, loc, a["out"], true);
   Value lseInit = s.lse ? toTensor(b, loc, a["lse"], true) : Value();
   mha::AttentionOp o = attention(b, loc, s, init.getType(), qt, kt, vt, lens,

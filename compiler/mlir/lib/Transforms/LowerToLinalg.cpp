@@ -106,7 +106,7 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     Value Tkv = rw.create<tensor::DimOp>(loc, k, 1);
     Value numQT = im.ceilDiv(Tq, im.c(QT));
     Value numKT = im.ceilDiv(Tkv, im.c(KT));
-    Value offset = im.sub(Tkv, Tq); // query i sits at i + Tkv - Tq
+    Value tailOffset = im.sub(Tkv, Tq); // query i sits at i + Tkv - Tq
 
     // Shared outputs: the result, and with lse the log-sum-exp.
     SmallVector<Value> shared = {op.getInit()};
@@ -133,6 +133,9 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
       Value l32 = rw.create<tensor::ExtractOp>(loc, lens, ValueRange{bIv});
       kvLen = rw.create<arith::IndexCastOp>(loc, rw.getIndexType(), l32);
     }
+    // per_sequence (a ragged batch): query i sits at i + kv_lens[b] - Tq,
+    // its own sequence's last positions.
+    Value offset = op.getPerSequence() ? im.sub(kvLen, Tq) : tailOffset;
 
     // A [rows x width] slice of a [B, T, heads, width] tensor at token t0,
     // padded to `full` rows with zeros.

@@ -17,6 +17,10 @@ namespace mhagen::backend {
 
 /// The ABI shape of a spec: which tensors its kernel has, and their sizes.
 abi::AbiShape abiShapeOf(const AttentionSpec &s);
+/// The shape the kernel itself is called with (abi::perSequence): a
+/// ragged batch reaches it one sequence at a time. Backends build their
+/// parameters and wrappers from this one.
+abi::AbiShape kernelAbiShapeOf(const AttentionSpec &s);
 
 /// The value the spec fixes for a dimension that is a call size (B, T_q,
 /// T_kv), if it fixes one; nullopt for any other dimension. A layer's key

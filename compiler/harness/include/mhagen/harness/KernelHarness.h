@@ -31,6 +31,9 @@ struct ProblemOptions {
   /// otherwise this value for every batch (0 = every key hidden).
   int64_t kvLen = -1;
   int64_t kvLenMin = 1;
+  /// ragged = true: each sequence's query count; -1 random in [1,
+  /// min(Tq, its key length)], otherwise this value (capped at both).
+  int64_t qLen = -1;
   /// scale = runtime: the call's scale; 0: a seeded random value in
   /// [0.5, 2] times the default 1/sqrt(dk).
   double scale = 0;
@@ -49,8 +52,10 @@ public:
   mhagen_call_args args();
   /// The output, converted to f32.
   std::vector<float> output() const;
-  /// The `lse` output (spec lse = true; empty otherwise).
-  const std::vector<float> &lse() const { return lse_; }
+  /// The `lse` output (spec lse = true; empty otherwise), [B, Tq, h] (a
+  /// ragged batch's packed rows unpacked, the rows past a sequence's
+  /// queries 0).
+  const std::vector<float> &lse() const;
   /// Reference output (f64 accumulation) for the given query tokens
   /// (empty = all); other rows are 0.
   /// exactKv: on K/V as generated, before they were stored as the spec's
@@ -75,6 +80,11 @@ public:
   /// Reference cost estimate in FLOPs for all rows (to decide sampling).
   double referenceFlops() const;
   const std::vector<int32_t> &kvLens() const { return lens_; }
+  /// ragged = true: each sequence's query count (its rows [0, n) of the
+  /// [B, Tq] layout that output() and lse() return) and the packed rows'
+  /// offsets (q_offsets, B + 1); empty otherwise.
+  const std::vector<int32_t> &qLens() const { return qLens_; }
+  const std::vector<int32_t> &qOffsets() const { return offsets_; }
   /// kv_cache = paged(BLOCK): the block table ([B, ceil(Tkv / BLOCK)],
   /// a seeded shuffle of the cache's blocks; entries past a sequence's
   /// length are -1) and the cache's block count (a few more blocks than
@@ -131,6 +141,15 @@ private:
   int64_t numBlocks_ = 0;
   uint32_t pagedSeed_ = 0;
   void buildPagedCache(uint32_t seed);
+  /// A ragged batch: the queries packed as the kernel reads them.
+  std::vector<int32_t> qLens_, offsets_;
+  Tensor qPacked_;
+  void packQueries();
+  /// [B, Tq, width] from a ragged batch's packed rows (0 elsewhere).
+  std::vector<float> unpack(const std::vector<float> &packed,
+                            int64_t width) const;
+  mutable std::vector<float> lseUnpacked_;
+  /// What the kernel writes (a ragged batch: packed rows).
   std::vector<float> outF32_;
   std::vector<float> lse_;
   std::vector<uint16_t> outBits_;
@@ -150,8 +169,10 @@ template <typename Fn> Timing timeIt(Fn &&fn, int reps);
 
 /// Nominal (every pair) and useful (visited pairs) FLOPs of one call.
 double nominalFlops(const AttentionSpec &spec, const ProblemSize &size);
+/// qLens: a ragged batch's query counts (each sequence's last tokens).
 double usefulFlops(const AttentionSpec &spec, const ProblemSize &size,
-                   const std::vector<int32_t> &kvLens);
+                   const std::vector<int32_t> &kvLens,
+                   const std::vector<int32_t> &qLens = {});
 
 } // namespace mhagen
 

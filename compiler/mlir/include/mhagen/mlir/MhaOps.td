@@ -26,6 +26,11 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (tensor<h x f32>): a logit per head that joins every row's softmax
     denominator as a key of value 0.
 
+    With `per_sequence` (a ragged batch, docs/design.md §5) each batch's
+    queries are its last positions: query i of batch b sits at i +
+    kv_lens[b] - Tq (bottom-right per sequence) instead of i + Tkv - Tq;
+    it needs `kv_lens` and a padding term in every mask clause.
+
     With `lse(%lse_init : tensor<?x?xhxf32>)` the op has a second result,
     each row's log-sum-exp [B, Tq, h]: m + log(l) of its online softmax
     (its sink included), -inf for a row that sees no key.
@@ -52,7 +57,8 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
                        F32Attr:$scale, Mha_MaskAttr:$mask,
                        OptionalAttr<TypedArrayAttrBase<Mha_MaskAttr,
                            "alternative masks">>:$mask_or,
-                       OptionalAttr<F32Attr>:$softcap);
+                       OptionalAttr<F32Attr>:$softcap,
+                       UnitAttr:$per_sequence);
   let results = (outs AnyRankedTensor:$result,
                      Optional<AnyRankedTensor>:$lse);
   let assemblyFormat = [{

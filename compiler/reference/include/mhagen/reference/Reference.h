@@ -61,6 +61,10 @@ struct SdpaArgs {
   int64_t B = 1, Tq = 1, Tkv = 1;
   const float *q = nullptr, *k = nullptr, *v = nullptr;
   const int32_t *kvLens = nullptr; ///< required when the mask has padding
+  /// ragged = true: sequence b has qLens[b] queries, rows [0, qLens[b])
+  /// of its Tq (the others stay 0), its last tokens (positions i +
+  /// kvLens[b] - qLens[b]); required for a ragged spec.
+  const int32_t *qLens = nullptr;
   ModifierArgs modifiers;
   /// Also each computed row's log-sum-exp (docs/design.md §1,
   /// "Logsumexp"): log(e^sink + sum_j e^s_ij) over the visible keys (and

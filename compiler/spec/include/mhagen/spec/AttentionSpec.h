@@ -129,6 +129,12 @@ struct AttentionSpec {
   /// queries sit at its last T_q positions (docs/design.md §5, "Paged
   /// K/V"). 0: one contiguous [B, T_kv, kv, dk] cache.
   int64_t kv_block = 0;
+  /// `ragged = true`: a ragged batch (docs/design.md §5, "Ragged
+  /// batches"): the queries of all sequences packed, sequence b's rows
+  /// [q_offsets[b], q_offsets[b + 1]), its last tokens; its keys are its
+  /// first kv_lens[b] cache positions. The runtime calls the kernel once
+  /// per sequence. false: every sequence has T_q queries.
+  bool ragged = false;
   bool bias = false;           ///< projection biases (op = layer only)
   std::optional<double> scale; ///< unset: 1/sqrt(d_k)
   /// `scale = runtime`: the scale is a call argument (scale [1] f32) and
@@ -157,9 +163,9 @@ struct AttentionSpec {
   bool kvQuantized() const { return kvType() == KvType::I8; }
   /// K/V in a paged cache (kv_cache = paged(BLOCK)).
   bool pagedKv() const { return kv_block > 0; }
-  /// The mask a kernel applies: the spec's, and with a paged cache every
-  /// clause also hides the keys past its sequence's length (a padding
-  /// term; `none` becomes `padding`).
+  /// The mask a kernel applies: the spec's, and with a paged cache or a
+  /// ragged batch every clause also hides the keys past its sequence's
+  /// length (a padding term; `none` becomes `padding`).
   MaskSpec effectiveMask() const;
   /// Bytes of K and V stored per token (op = sdpa: what a decode step
   /// reads per cached token), int8 row scales included.
