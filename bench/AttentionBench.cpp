@@ -61,6 +61,10 @@ const Shape kSpecDecode{"SpecDecode", 1, 4, 4096, 32, 8, 128, true};
 // drawn (seeded) from [512, 8192].
 const Shape kRaggedDecode{"RaggedDecode", 16, 1, 8192, 32, 8, 128, true};
 constexpr int64_t kRaggedMinLen = 512;
+// A continuous-batching step (issue 13, ragged batches): 8 sequences with
+// cache lengths drawn from [512, 4096] and query counts from [1, 128]
+// (seeded), packed; against every sequence padded to 128 queries.
+const Shape kRaggedServe{"RaggedServe", 8, 128, 4096, 32, 8, 128, true};
 // Model families with score modifiers (issue 14), prefill of 2048 tokens:
 // the kernel's spec (bench/kernels.mha) holds the window, cap and sinks.
 const Shape kGemma2{"Gemma2", 1, 2048, 2048, 8, 4, 256, true};
@@ -107,11 +111,13 @@ void setThreads(int n) {
 
 // Times fn with manual timing and reports the counters.
 // kvLens: the per-sequence key lengths of the call (padding, a paged
-// cache), empty when every sequence reads all T_kv keys.
+// cache), empty when every sequence reads all T_kv keys; qLens: a ragged
+// batch's query counts (empty: T_q each).
 template <typename Fn>
 void timeLoop(benchmark::State &state, const AttentionSpec &spec,
               const ProblemSize &size, int threads, Fn &&fn,
-              const std::vector<int32_t> &kvLens = {}) {
+              const std::vector<int32_t> &kvLens = {},
+              const std::vector<int32_t> &qLens = {}) {
   double total = 0;
   fn(); // warm-up
   for (auto _ : state) {
@@ -125,7 +131,10 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
   }
   const double iters = static_cast<double>(state.iterations());
   const double nominal = nominalFlops(spec, size);
-  const double useful = usefulFlops(spec, size, kvLens);
+  const double useful = usefulFlops(spec, size, kvLens, qLens);
+  state.counters["q_rows"] =
+      qLens.empty() ? static_cast<double>(size.B * size.Tq)
+                    : std::accumulate(qLens.begin(), qLens.end(), 0.0);
   state.counters["gflops_nominal"] = nominal * iters / total / 1e9;
   state.counters["gflops_useful"] = useful * iters / total / 1e9;
   state.counters["pct_fma_peak"] =
@@ -195,7 +204,7 @@ void raggedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
   mhagen_call_args a = p->args();
   timeLoop(
       state, specOfKernel(k), ProblemSize{sh.B, sh.Tq, sh.Tkv}, threads,
-      [&] { mhagen_call(k, &a); }, p->kvLens());
+      [&] { mhagen_call(k, &a); }, p->kvLens(), p->qLens());
 }
 // Every sequence at its full length.
 void namedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
@@ -481,9 +490,29 @@ int main(int argc, char **argv) {
                                                 "bench_gqa_f32_pad"},
           {"RaggedDecode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
           {"RaggedDecode_f32_kvi8_paged16/mhagen",
-           "bench_gqa_f32_kvi8_paged16"}})
+           "bench_gqa_f32_kvi8_paged16"},
+          // The same step as a ragged batch (ragged = true): one call,
+          // every sequence with one query.
+          {"RaggedDecode_f32_ragged_paged16/mhagen",
+           "bench_gqa_f32_ragged_paged16"},
+          {"RaggedDecode_f32_ragged/mhagen", "bench_gqa_f32_ragged"}})
       benchmark::RegisterBenchmark((label + threads).c_str(), raggedKernelBench,
                                    kRaggedDecode, std::string(kernel), t,
+                                   kRaggedMinLen)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5);
+  }
+  for (int t : {1, 2}) {
+    const std::string threads = "/threads:" + std::to_string(t);
+    for (const auto &[label, kernel] :
+         {std::pair<const char *, const char *>{"RaggedServe_f32/mhagen",
+                                                "bench_gqa_f32_ragged"},
+          {"RaggedServe_f32_paged16/mhagen", "bench_gqa_f32_ragged_paged16"},
+          {"RaggedServe_f32/mhagen_mlir", "bench_gqa_f32_ragged_mlir"},
+          {"RaggedServe_f32_padded_paged16/mhagen", "bench_gqa_f32_paged16"}})
+      benchmark::RegisterBenchmark((label + threads).c_str(), raggedKernelBench,
+                                   kRaggedServe, std::string(kernel), t,
                                    kRaggedMinLen)
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)
