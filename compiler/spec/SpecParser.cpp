@@ -579,6 +579,16 @@ AttentionSpec buildSpec(const RawSpec &raw) {
   auto missing = [&](const std::string &name, const std::string &rule) {
     diags.push_back(SpecDiagnostic{raw.loc, name, "", rule});
   };
+  // true/false fields; any other value is refused with `rule`.
+  auto booleanField = [&](const std::string &name, bool &out,
+                          const std::string &rule) {
+    if (const RawField *f = field(name)) {
+      if (f->value == "true" || f->value == "false")
+        out = f->value == "true";
+      else
+        bad(name, *f, rule);
+    }
+  };
   // Integer fields: > 0 required; the rest of the rules come later.
   auto intField = [&](const std::string &name, int64_t &out) -> bool {
     const RawField *f = field(name);
@@ -675,24 +685,10 @@ AttentionSpec buildSpec(const RawSpec &raw) {
           "expected contiguous or paged(BLOCK) with BLOCK tokens per block, "
           "an integer > 0");
   }
-  if (const RawField *f = field("ragged")) {
-    if (f->value == "true")
-      s.ragged = true;
-    else if (f->value == "false")
-      s.ragged = false;
-    else
-      bad("ragged", *f,
-          "expected true (queries packed with q_offsets, each sequence its "
-          "own key length in kv_lens) or false");
-  }
-  if (const RawField *f = field("bias")) {
-    if (f->value == "true")
-      s.bias = true;
-    else if (f->value == "false")
-      s.bias = false;
-    else
-      bad("bias", *f, "expected true or false");
-  }
+  booleanField("ragged", s.ragged,
+               "expected true (queries packed with q_offsets, each sequence "
+               "its own key length in kv_lens) or false");
+  booleanField("bias", s.bias, "expected true or false");
   if (const RawField *f = field("scale")) {
     double v = 0;
     s.scaleAtRuntime = false;
@@ -747,16 +743,9 @@ AttentionSpec buildSpec(const RawSpec &raw) {
           "expected learned (one f32 logit per head, passed at call time) "
           "or none");
   }
-  if (const RawField *f = field("lse")) {
-    if (f->value == "true")
-      s.lse = true;
-    else if (f->value == "false")
-      s.lse = false;
-    else
-      bad("lse", *f,
-          "expected true (also write each row's log-sum-exp, lse [B, T, h]) "
-          "or false");
-  }
+  booleanField("lse", s.lse,
+               "expected true (also write each row's log-sum-exp, lse [B, T, "
+               "h]) or false");
   if (const RawField *f = field("target")) {
     if (!parseTarget(f->value, s.target))
       bad("target", *f,
