@@ -208,9 +208,13 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
                                      static_cast<double>(r.visitedPairs)
                                : 0.0);
   os << buf;
-  if (s.mask.hasPadding() || s.pagedKv())
+  if (s.effectiveMask().hasPadding())
     os << "  (padding counted as full length; the real count depends on "
           "the lengths passed at call time)\n";
+  if (s.op == Op::Sdpa && s.ragged)
+    os << "  (ragged: counted as B sequences of T_q queries and T_kv keys; a "
+          "call costs sum_b n_b * L_b over its q_offsets and kv_lens, one "
+          "kernel call per run of equal query counts)\n";
   os << "memory:\n";
   os << "  K/V bytes per token   " << withCommas(r.kvBytesPerToken) << " ("
      << bytes(r.kvBytesPerToken) << ")\n";
