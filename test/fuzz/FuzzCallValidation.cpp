@@ -216,10 +216,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // A ragged batch: offsets that mostly rise by a few rows (sometimes
   // anything), B + 1 <= 9 of them.
   gOffsets[0] = r.take(1) % 8 ? 0 : static_cast<int32_t>(r.take(4));
+  // (The rise wraps at 2^32 as the bits of an unsigned sum: the runtime
+  // must refuse what that gives.)
   for (int i = 1; i < 9; ++i)
-    gOffsets[i] = r.take(1) % 8
-                      ? gOffsets[i - 1] + static_cast<int32_t>(r.take(1) % 4)
-                      : static_cast<int32_t>(r.take(4));
+    gOffsets[i] = static_cast<int32_t>(
+        r.take(1) % 8 ? static_cast<uint32_t>(gOffsets[i - 1]) +
+                            static_cast<uint32_t>(r.take(1) % 4)
+                      : static_cast<uint32_t>(r.take(4)));
   a.q_offsets =
       r.take(1) % 4 && a.batch >= 1 && a.batch <= 8 ? gOffsets : nullptr;
   // An accepted call runs once, a ragged one once per run of consecutive
