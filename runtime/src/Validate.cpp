@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace mhagen::rt {
 
@@ -133,10 +134,13 @@ int checkQueryOffsets(const mhagen_call_args &a, abi::CallSizes &sizes) {
     return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                 "q_offsets[" + num(a.batch) +
                     "] = 0: the batch has no queries");
-  for (const char *stride : {"q_batch_stride", "out_batch_stride"})
-    if ((stride[0] == 'q' ? a.q_batch_stride : a.out_batch_stride) != 0)
+  const std::pair<const char *, int64_t> batchStrides[] = {
+      {"q_batch_stride", a.q_batch_stride},
+      {"out_batch_stride", a.out_batch_stride}};
+  for (const auto &[field, stride] : batchStrides)
+    if (stride != 0)
       return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                  std::string(stride) +
+                  std::string(field) +
                       " is set but this kernel's queries are packed (ragged "
                       "= true): sequence b starts at row q_offsets[b]; pass "
                       "0");
