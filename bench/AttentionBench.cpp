@@ -473,51 +473,40 @@ int main(int argc, char **argv) {
   // A paged cache (16-token blocks in shuffled order) beside the
   // contiguous one: S4 in f32 and int8, and the ragged batch of 16
   // sequences, paged against the contiguous cache with the same lengths
-  // (causal & padding).
-  for (int t : {1, 2}) {
-    const std::string threads = "/threads:" + std::to_string(t);
-    for (const auto &[label, kernel] :
-         {std::pair<const char *, const char *>{"Decode_f32_paged16/mhagen",
-                                                "bench_gqa_f32_paged16"},
-          {"Decode_f32_kvi8_paged16/mhagen", "bench_gqa_f32_kvi8_paged16"}})
-      benchmark::RegisterBenchmark((label + threads).c_str(), namedKernelBench,
-                                   kDecode, std::string(kernel), t)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.5);
-    for (const auto &[label, kernel] :
-         {std::pair<const char *, const char *>{"RaggedDecode_f32/mhagen",
-                                                "bench_gqa_f32_pad"},
-          {"RaggedDecode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
-          {"RaggedDecode_f32_kvi8_paged16/mhagen",
-           "bench_gqa_f32_kvi8_paged16"},
-          // The same step as a ragged batch (ragged = true): one call,
-          // every sequence with one query.
-          {"RaggedDecode_f32_ragged_paged16/mhagen",
-           "bench_gqa_f32_ragged_paged16"},
-          {"RaggedDecode_f32_ragged/mhagen", "bench_gqa_f32_ragged"}})
-      benchmark::RegisterBenchmark((label + threads).c_str(), raggedKernelBench,
-                                   kRaggedDecode, std::string(kernel), t,
-                                   kRaggedMinLen)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.5);
-  }
-  for (int t : {1, 2}) {
-    const std::string threads = "/threads:" + std::to_string(t);
-    for (const auto &[label, kernel] :
-         {std::pair<const char *, const char *>{"RaggedServe_f32/mhagen",
-                                                "bench_gqa_f32_ragged"},
-          {"RaggedServe_f32_paged16/mhagen", "bench_gqa_f32_ragged_paged16"},
-          {"RaggedServe_f32/mhagen_mlir", "bench_gqa_f32_ragged_mlir"},
-          {"RaggedServe_f32_padded_paged16/mhagen", "bench_gqa_f32_paged16"}})
-      benchmark::RegisterBenchmark((label + threads).c_str(), raggedKernelBench,
-                                   kRaggedServe, std::string(kernel), t,
-                                   kRaggedMinLen)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.5);
-  }
+  // (causal & padding); the same step as a ragged batch (ragged = true:
+  // one call, every sequence with one query); and a continuous-batching
+  // step, ragged against every sequence padded to 128 queries.
+  using Cases = std::vector<std::pair<const char *, const char *>>;
+  // label/threads:t for each (label, kernel) on shape sh; minLen > 0:
+  // each sequence's length drawn from [minLen, T_kv].
+  auto kernelCases = [](Shape sh, int64_t minLen, const Cases &cases) {
+    for (int t : {1, 2})
+      for (const auto &[label, kernel] : cases)
+        benchmark::RegisterBenchmark(
+            (std::string(label) + "/threads:" + std::to_string(t)).c_str(),
+            raggedKernelBench, sh, std::string(kernel), t, minLen)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.5);
+  };
+  kernelCases(
+      kDecode, 0,
+      {{"Decode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
+       {"Decode_f32_kvi8_paged16/mhagen", "bench_gqa_f32_kvi8_paged16"}});
+  kernelCases(
+      kRaggedDecode, kRaggedMinLen,
+      {{"RaggedDecode_f32/mhagen", "bench_gqa_f32_pad"},
+       {"RaggedDecode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
+       {"RaggedDecode_f32_kvi8_paged16/mhagen", "bench_gqa_f32_kvi8_paged16"},
+       {"RaggedDecode_f32_ragged_paged16/mhagen",
+        "bench_gqa_f32_ragged_paged16"},
+       {"RaggedDecode_f32_ragged/mhagen", "bench_gqa_f32_ragged"}});
+  kernelCases(
+      kRaggedServe, kRaggedMinLen,
+      {{"RaggedServe_f32/mhagen", "bench_gqa_f32_ragged"},
+       {"RaggedServe_f32_paged16/mhagen", "bench_gqa_f32_ragged_paged16"},
+       {"RaggedServe_f32/mhagen_mlir", "bench_gqa_f32_ragged_mlir"},
+       {"RaggedServe_f32_padded_paged16/mhagen", "bench_gqa_f32_paged16"}});
   // Each score modifier alone on S1 and S2 (issue 14: at most 10 % over
   // the plain kernel, S1_f32/mhagen and S2_f32/mhagen above), and the
   // log-sum-exp output.
