@@ -15,13 +15,12 @@
 // CHECK-DAG: %[[TQ:.*]] = tensor.dim %[[Q]], %c1
 // CHECK-DAG: %[[TKV:.*]] = tensor.dim %[[K]], %c1
 // CHECK: %[[NQT:.*]] = arith.ceildivsi %[[TQ]], %[[C16]]
-// CHECK: %[[NKT:.*]] = arith.ceildivsi %[[TKV]], %[[C32]]
 // The KV-cache offset: query i sits at key position i + T_kv - T_q.
 // CHECK: %[[OFF:.*]] = arith.subi %[[TKV]], %[[TQ]]
 // CHECK: scf.forall (%[[B:.*]], %[[H:.*]], %[[QT:.*]]) in (%{{.*}}, 8, %[[NQT]]) shared_outs
 // GQA: query head h reads key/value head h / (8 / 2); no copy of K or V.
-// CHECK: %[[KVH:.*]] = arith.divui %[[H]], %[[C4]]
 // CHECK: %[[Q0:.*]] = arith.muli %[[QT]], %[[C16]]
+// CHECK: %[[KVH:.*]] = arith.divui %[[H]], %[[C4]]
 // CHECK: tensor.extract_slice %[[Q]][%[[B]], %[[Q0]], %[[H]], 0]
 // The scale is folded into the query tile once.
 // CHECK: arith.mulf %{{.*}}, %cst
@@ -30,6 +29,7 @@
 // CHECK: %[[LAST:.*]] = arith.addi %[[Q0]], %[[ROWS:.*]] : index
 // CHECK: %[[L1:.*]] = arith.subi %[[LAST]], %c1
 // CHECK: %[[L2:.*]] = arith.addi %[[L1]], %[[OFF]]
+// CHECK: %[[NKT:.*]] = arith.ceildivsi %[[TKV]], %[[C32]]
 // CHECK: %[[L3:.*]] = arith.floordivsi %[[L2]], %[[C32]]
 // CHECK: %[[L4:.*]] = arith.addi %[[L3]], %c1
 // CHECK: %[[L5:.*]] = arith.minsi %[[NKT]], %[[L4]]

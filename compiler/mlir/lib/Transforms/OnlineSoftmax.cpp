@@ -82,6 +82,16 @@ Value addAlibiBias(OpBuilder &b, Location loc, Value s, Value slope,
                  });
 }
 
+Value addAlibiBiasPerRow(OpBuilder &b, Location loc, Value s, Value slopes,
+                         const ElementFn &distance) {
+  return generic(b, loc, s, ValueRange{slopes}, {row2(b), id2(b)}, 2, 0,
+                 [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
+                   return g.create<arith::AddFOp>(
+                       gl, args[1],
+                       g.create<arith::MulFOp>(gl, args[0], distance(g, gl)));
+                 });
+}
+
 Value maskScores(OpBuilder &b, Location loc, Value s,
                  const VisibleFn &visible) {
   Value lowest = f32Constant(b, loc, kLowestScore);

@@ -39,6 +39,11 @@ mlir::Value capScores(mlir::OpBuilder &b, mlir::Location loc, mlir::Value s,
 /// scalar: this head's).
 mlir::Value addAlibiBias(mlir::OpBuilder &b, mlir::Location loc, mlir::Value s,
                          mlir::Value slope, const ElementFn &distance);
+/// ALiBi with a slope per row: s += slopes[i] * distance(i, j) (`slopes` a
+/// [QT] f32 tensor: the decode tile holds several heads).
+mlir::Value addAlibiBiasPerRow(mlir::OpBuilder &b, mlir::Location loc,
+                               mlir::Value s, mlir::Value slopes,
+                               const ElementFn &distance);
 /// Scores of hidden keys -> kLowestScore.
 mlir::Value maskScores(mlir::OpBuilder &b, mlir::Location loc, mlir::Value s,
                        const VisibleFn &visible);

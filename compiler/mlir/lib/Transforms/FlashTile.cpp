@@ -1,0 +1,268 @@
+//===- FlashTile.cpp - one query tile's walk over its key tiles -----------===//
+#include "FlashTile.h"
+
+#include "OnlineSoftmax.h"
+
+#include "mhagen/spec/SoftmaxNumerics.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Tensor/Utils/Utils.h"
+
+using namespace mlir;
+
+namespace mhagen::mha {
+
+Value IndexMath::c(int64_t v) {
+  return b.create<arith::ConstantIndexOp>(loc, v);
+}
+Value IndexMath::add(Value x, Value y) {
+  return b.create<arith::AddIOp>(loc, x, y);
+}
+Value IndexMath::sub(Value x, Value y) {
+  return b.create<arith::SubIOp>(loc, x, y);
+}
+Value IndexMath::mul(Value x, Value y) {
+  return b.create<arith::MulIOp>(loc, x, y);
+}
+Value IndexMath::min(Value x, Value y) {
+  return b.create<arith::MinSIOp>(loc, x, y);
+}
+Value IndexMath::max(Value x, Value y) {
+  return b.create<arith::MaxSIOp>(loc, x, y);
+}
+Value IndexMath::floorDiv(Value x, Value y) {
+  return b.create<arith::FloorDivSIOp>(loc, x, y);
+}
+Value IndexMath::ceilDiv(Value x, Value y) {
+  return b.create<arith::CeilDivSIOp>(loc, x, y);
+}
+
+SmallVector<utils::IteratorType> iteratorTypes(int parallel, int reduction) {
+  SmallVector<utils::IteratorType> it(parallel, utils::IteratorType::parallel);
+  it.append(reduction, utils::IteratorType::reduction);
+  return it;
+}
+
+Value loadHeadRows(OpBuilder &b, Location loc, Value src, Value batch, Value t0,
+                   Value rows, Value head, int64_t full) {
+  auto st = cast<RankedTensorType>(src.getType());
+  const int64_t width = st.getDimSize(3);
+  SmallVector<OpFoldResult> offs = {batch, t0, head, b.getIndexAttr(0)};
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), rows, b.getIndexAttr(1),
+                                     b.getIndexAttr(width)};
+  SmallVector<OpFoldResult> strides(4, b.getIndexAttr(1));
+  auto sliceType =
+      RankedTensorType::get({ShapedType::kDynamic, width}, st.getElementType());
+  Value slice = b.create<tensor::ExtractSliceOp>(loc, sliceType, src, offs,
+                                                 sizes, strides);
+  auto padType = RankedTensorType::get({full, width}, st.getElementType());
+  Value zero =
+      b.create<arith::ConstantOp>(loc, b.getZeroAttr(st.getElementType()));
+  return tensor::createPadHighOp(padType, slice, zero, /*nofold=*/false, loc,
+                                 b);
+}
+
+Value tileToF32(OpBuilder &b, Location loc, Value t, bool transpose,
+                Value mul) {
+  auto tt = cast<RankedTensorType>(t.getType());
+  const int64_t r = tt.getDimSize(0), c = tt.getDimSize(1);
+  SmallVector<int64_t> shape =
+      transpose ? SmallVector<int64_t>{c, r} : SmallVector<int64_t>{r, c};
+  Value empty = b.create<tensor::EmptyOp>(loc, shape, b.getF32Type());
+  AffineMap id = b.getMultiDimIdentityMap(2);
+  AffineMap tr =
+      AffineMap::getPermutationMap(ArrayRef<unsigned>{1, 0}, b.getContext());
+  return b
+      .create<linalg::GenericOp>(
+          loc, empty.getType(), ValueRange{t}, ValueRange{empty},
+          ArrayRef<AffineMap>{transpose ? tr : id, id}, iteratorTypes(2),
+          [&](OpBuilder &g, Location l, ValueRange args) {
+            Value x = args[0];
+            if (!x.getType().isF32())
+              x = g.create<arith::ExtFOp>(l, g.getF32Type(), x);
+            if (mul)
+              x = g.create<arith::MulFOp>(l, x, mul);
+            g.create<linalg::YieldOp>(l, x);
+          })
+      .getResult(0);
+}
+
+namespace {
+bool isCausal(MaskAttr m) { return m.getCausal() || m.getWindow() > 0; }
+} // namespace
+
+SmallVector<KeyTileRange> FlashTile::keyTileRanges(OpBuilder &b, Location loc,
+                                                   Value firstPos,
+                                                   Value lastPos) const {
+  IndexMath im{b, loc};
+  const int64_t KT = keyTile;
+  Value numKT = im.ceilDiv(tkv, im.c(KT));
+  SmallVector<KeyTileRange> ranges;
+  for (MaskAttr m : clauses) {
+    Value hi = numKT, lo = im.c(0);
+    if (isCausal(m))
+      hi = im.min(hi, im.add(im.floorDiv(lastPos, im.c(KT)), im.c(1)));
+    if (m.getPadding())
+      hi = im.min(hi, im.ceilDiv(kvLen, im.c(KT)));
+    if (m.getSink() > 0)
+      hi = im.min(hi, im.c((m.getSink() + KT - 1) / KT));
+    if (m.getWindow() > 0)
+      lo = im.max(
+          im.c(0),
+          im.floorDiv(im.add(im.sub(firstPos, im.c(m.getWindow())), im.c(1)),
+                      im.c(KT)));
+    ranges.push_back({lo, im.max(hi, lo)});
+  }
+  return ranges;
+}
+
+KeyTileRange hullOf(IndexMath &im, ArrayRef<KeyTileRange> ranges) {
+  KeyTileRange h = ranges.front();
+  for (const KeyTileRange &r : ranges.drop_front()) {
+    h.lo = im.min(h.lo, r.lo);
+    h.hi = im.max(h.hi, r.hi);
+  }
+  return h;
+}
+
+SmallVector<Value> FlashTile::step(RewriterBase &rw, Location l, Value qTile,
+                                   Value kt, Value acc, Value m,
+                                   Value lsum) const {
+  IndexMath bm{rw, l};
+  const int64_t QT = rows, KT = keyTile;
+  Type f32 = rw.getF32Type();
+  Value k0 = bm.mul(kt, bm.c(KT));
+  Value kRows = bm.min(bm.c(KT), bm.sub(tkv, k0));
+  Value kT =
+      tileToF32(rw, l, loadHeadRows(rw, l, k, batch, k0, kRows, kvHead, KT),
+                /*transpose=*/true, Value());
+  Value vTile =
+      tileToF32(rw, l, loadHeadRows(rw, l, v, batch, k0, kRows, kvHead, KT),
+                false, Value());
+  auto filled = [&](ArrayRef<int64_t> shape, float value) {
+    return filledTensor(rw, l, shape, value);
+  };
+  auto zeros = [&](ArrayRef<int64_t> shape) {
+    return identityTensor(rw, l, shape, arith::AtomicRMWKind::addf);
+  };
+
+  // visible(i, j) for row i, key j of this tile: some conjunction of the
+  // mask shows the key.
+  auto visible = [&](OpBuilder &g, Location gl) -> Value {
+    Value i = g.create<linalg::IndexOp>(gl, 0);
+    Value j = g.create<linalg::IndexOp>(gl, 1);
+    IndexMath gm{g, gl};
+    Value key = gm.add(k0, j);
+    Value pos = position(g, gl, i);
+    auto both = [&](Value a, Value c) {
+      return g.create<arith::AndIOp>(gl, a, c).getResult();
+    };
+    auto cmp = [&](arith::CmpIPredicate p, Value a, Value c) {
+      return g.create<arith::CmpIOp>(gl, p, a, c).getResult();
+    };
+    Value any;
+    for (MaskAttr mc : clauses) {
+      Value vis = cmp(arith::CmpIPredicate::slt, key, tkv);
+      if (isCausal(mc))
+        vis = both(vis, cmp(arith::CmpIPredicate::sle, key, pos));
+      if (mc.getWindow() > 0)
+        vis = both(vis, cmp(arith::CmpIPredicate::sgt, key,
+                            gm.sub(pos, gm.c(mc.getWindow()))));
+      if (mc.getPadding())
+        vis = both(vis, cmp(arith::CmpIPredicate::slt, key, kvLen));
+      if (mc.getSink() > 0)
+        vis =
+            both(vis, cmp(arith::CmpIPredicate::slt, key, gm.c(mc.getSink())));
+      any = any ? g.create<arith::OrIOp>(gl, any, vis).getResult() : vis;
+    }
+    return any;
+  };
+  // S = Q K^T, the score modifiers, then the mask.
+  Value s = rw.create<linalg::MatmulOp>(
+                  l, TypeRange{RankedTensorType::get({QT, KT}, f32)},
+                  ValueRange{qTile, kT}, ValueRange{zeros({QT, KT})})
+                .getResult(0);
+  if (softcap)
+    s = capScores(rw, l, s, *softcap);
+  if (slope) {
+    // s += slope * (key - pos(i)): the ALiBi distance.
+    auto distance = [&](OpBuilder &g, Location gl) -> Value {
+      IndexMath gm{g, gl};
+      Value key = gm.add(k0, g.create<linalg::IndexOp>(gl, 1));
+      Value pos = position(g, gl, g.create<linalg::IndexOp>(gl, 0));
+      Value d =
+          g.create<arith::IndexCastOp>(gl, g.getI32Type(), gm.sub(key, pos));
+      return g.create<arith::SIToFPOp>(gl, g.getF32Type(), d);
+    };
+    s = isa<RankedTensorType>(slope.getType())
+            ? addAlibiBiasPerRow(rw, l, s, slope, distance)
+            : addAlibiBias(rw, l, s, slope, distance);
+  }
+  Value sm = maskScores(rw, l, s, visible);
+  // The online softmax step (OnlineSoftmax.h). alpha before m is updated
+  // in place; m' is written into the carried tensor, so the loop yields
+  // the value it was given and bufferization keeps one running-max buffer.
+  Value tm = computeRowwiseReduction(rw, l, sm, filled({QT}, kLowestScore),
+                                     arith::AtomicRMWKind::maximumf);
+  Value alpha = computeRescale(rw, l, m, tm);
+  Value mNew = updateRunningMax(rw, l, tm, m);
+  Value p = computeProbabilities(rw, l, mNew, sm, visible);
+  Value rowSum = computeRowwiseReduction(rw, l, p, zeros({QT}),
+                                         arith::AtomicRMWKind::addf);
+  Value lNew = updateRunningSum(rw, l, alpha, rowSum, lsum);
+  // acc' = acc a + P V: rescale in place, then accumulate the matmul into
+  // it (no separate P V buffer).
+  Value accScaled = scaleAccumulator(rw, l, alpha, acc);
+  Value accNew =
+      rw.create<linalg::MatmulOp>(l, TypeRange{acc.getType()},
+                                  ValueRange{p, vTile}, ValueRange{accScaled})
+          .getResult(0);
+  return {accNew, mNew, lNew};
+}
+
+SmallVector<Value> FlashTile::stepIfVisible(RewriterBase &rw, Location l,
+                                            Value qTile,
+                                            ArrayRef<KeyTileRange> ranges,
+                                            Value kt, ValueRange it) const {
+  if (ranges.size() == 1)
+    return step(rw, l, qTile, kt, it[0], it[1], it[2]);
+  // A union: visit the tile only if some conjunction's range holds it;
+  // otherwise the state passes through unchanged.
+  Value inRange;
+  for (const KeyTileRange &r : ranges) {
+    Value in = rw.create<arith::AndIOp>(
+        l, rw.create<arith::CmpIOp>(l, arith::CmpIPredicate::sge, kt, r.lo),
+        rw.create<arith::CmpIOp>(l, arith::CmpIPredicate::slt, kt, r.hi));
+    inRange =
+        inRange ? rw.create<arith::OrIOp>(l, inRange, in).getResult() : in;
+  }
+  auto visit = rw.create<scf::IfOp>(l, TypeRange(it), inRange,
+                                    /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(rw);
+  rw.setInsertionPointToStart(&visit.getThenRegion().front());
+  rw.create<scf::YieldOp>(l, step(rw, l, qTile, kt, it[0], it[1], it[2]));
+  rw.setInsertionPointToStart(&visit.getElseRegion().front());
+  rw.create<scf::YieldOp>(l, it);
+  return SmallVector<Value>(visit.getResults());
+}
+
+SmallVector<Value> FlashTile::buildKeyLoop(RewriterBase &rw, Location loc,
+                                           Value qTile,
+                                           ArrayRef<KeyTileRange> ranges,
+                                           Value lo, Value hi,
+                                           ValueRange init) const {
+  IndexMath im{rw, loc};
+  auto loop = rw.create<scf::ForOp>(
+      loc, lo, hi, im.c(1), init,
+      [&](OpBuilder &b, Location l, Value kt, ValueRange it) {
+        // Inside the loop: re-enter the rewriter at b's point.
+        OpBuilder::InsertionGuard guard(rw);
+        rw.setInsertionPoint(b.getInsertionBlock(), b.getInsertionPoint());
+        rw.create<scf::YieldOp>(l, stepIfVisible(rw, l, qTile, ranges, kt, it));
+      });
+  return SmallVector<Value>(loop.getResults());
+}
+
+} // namespace mhagen::mha
