@@ -40,8 +40,17 @@ namespace mhagen::mha {
 
 std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
   std::vector<PipelineStage> stages;
-  // 1. mha -> linalg on tensors (flash form).
+  // 1. mha -> linalg on tensors: the split-KV decode form for calls with
+  //    few query tokens, the flash form for the rest.
   stages.push_back({"linalg", [o](OpPassManager &pm) {
+                      if (o.decodeTokens > 0) {
+                        MhaSplitKvDecodeOptions split;
+                        split.decodeTokens = o.decodeTokens;
+                        split.keyTile = o.keyTile;
+                        split.splitTasks = o.splitTasks;
+                        split.splitMinKeys = o.splitMinKeys;
+                        pm.addPass(createMhaSplitKvDecode(split));
+                      }
                       MhaLowerToLinalgOptions lower;
                       lower.queryTile = o.queryTile;
                       lower.keyTile = o.keyTile;

@@ -71,7 +71,8 @@ const MachineModel &mlirMachine(const AttentionSpec &s) {
 // ---- schedule
 // ----------------------------------------------------------------
 
-mha::PipelineOptions pipelineOptions(const ScheduleParams &p) {
+mha::PipelineOptions pipelineOptions(const ScheduleParams &p,
+                                     const MachineModel &machine) {
   mha::PipelineOptions o;
   o.queryTile = p.at("query_tile");
   o.keyTile = p.at("key_tile");
@@ -82,6 +83,12 @@ mha::PipelineOptions pipelineOptions(const ScheduleParams &p) {
     o.gemmRows = p.at("gemm_rows");
     o.gemmCols = p.at("gemm_cols");
     o.gemmDepth = p.at("gemm_depth");
+  }
+  if (p.count("decode_tokens")) {
+    o.decodeTokens = p.at("decode_tokens");
+    // Tasks per core times the cores of the target's machine model.
+    o.splitTasks = p.at("split_tasks") * machine.coresOrDefault();
+    o.splitMinKeys = p.at("split_min_keys");
   }
   return o;
 }
@@ -183,6 +190,25 @@ std::vector<std::string> mlirEmitKinds() {
   return kinds;
 }
 
+// The decode tile holds decode_tokens x h/kv rows, every head of a GQA
+// group for the call's tokens.
+constexpr int64_t kMaxDecodeRows = 64;
+
+// The default decode_tokens: the most tokens (1, 2, 4 or 8) whose tile,
+// tokens x h/kv rows, stays within 16 rows. mha-split-kv-decode adds a
+// one-token tier below it, so a decode step never pays for padded tokens:
+// S4 (B1 T_q 1 T_kv 4096 h32 kv8 dk128 f32) 1.39 ms, T_q 4 in the
+// 4-token tile 2.13 ms (the flash form: 22.6 ms); a 32-row tile (8 tokens)
+// ran T_q 4 in 3.16 ms (2 threads, Sapphire Rapids class, 2026-12-03).
+int64_t mlirDecodeTokens(const AttentionSpec &s) {
+  const int64_t heads = s.h / s.n_kv;
+  int64_t tokens = 1;
+  for (int64_t t : {1, 2, 4, 8})
+    if (t * heads <= 16)
+      tokens = t;
+  return tokens * heads <= kMaxDecodeRows ? tokens : 0;
+}
+
 ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
   const MachineModel &t = mlirMachine(s);
   ScheduleSpace space;
@@ -211,11 +237,31 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
     space.defaults["gemm_rows"] = 64;
     space.defaults["gemm_cols"] = 256;
     space.defaults["gemm_depth"] = 256;
+  } else {
+    // Decode (issue 13): the split-KV form of mha-split-kv-decode for calls
+    // with T_q <= decode_tokens, its key axis cut into chunks so that
+    // B x kv x chunks reaches split_tasks per core.
+    space.params.push_back(
+        {"decode_tokens",
+         {0, 1, 2, 4, 8},
+         "query tokens of the split-KV decode form (0: none)"});
+    space.params.push_back({"split_tasks",
+                            {0, 1, 2, 4, 8, 16},
+                            "decode: parallel tasks per core the key-axis "
+                            "split aims for (0: no split)"});
+    space.params.push_back({"split_min_keys",
+                            {64, 128, 256, 512, 1024, 2048},
+                            "decode: fewest keys per chunk of the split"});
+    space.defaults["decode_tokens"] = mlirDecodeTokens(s);
+    space.defaults["split_tasks"] = 4;
+    space.defaults["split_min_keys"] = 256;
   }
   const int64_t registers = t.vectorRegisters;
   const int64_t maxWidth = t.f32Lanes;
   const std::vector<ParamDecl> decls = space.params;
-  space.violation = [registers, maxWidth, decls](const ScheduleParams &p) {
+  const int64_t heads = s.h / s.n_kv;
+  space.violation = [registers, maxWidth, decls,
+                     heads](const ScheduleParams &p) {
     if (std::string why = declaredViolation(decls, p); !why.empty())
       return why;
     auto get = [&](const char *k) {
@@ -234,6 +280,11 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
              " vector registers; the target has " + std::to_string(registers);
     if (get("query_tile") < get("rows"))
       return std::string("query_tile must be at least rows");
+    if (get("decode_tokens") * heads > kMaxDecodeRows)
+      return "decode_tokens " + std::to_string(get("decode_tokens")) + " x " +
+             std::to_string(heads) +
+             " query heads per K/V head exceeds the decode tile's " +
+             std::to_string(kMaxDecodeRows) + " rows";
     return std::string();
   };
   return space;
@@ -291,7 +342,7 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   };
   dump("input", input);
 
-  mha::PipelineOptions pipeline = pipelineOptions(r.schedule);
+  mha::PipelineOptions pipeline = pipelineOptions(r.schedule, t);
   // Masked 16-bit loads exist with AVX-512BW; for bf16 elements LLVM also
   // needs the BF16 extension, or it scalarizes them (minutes per kernel).
   pipeline.masked16 =

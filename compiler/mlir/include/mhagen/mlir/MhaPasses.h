@@ -32,6 +32,9 @@ struct PipelineOptions {
   int64_t queryTile = 32, keyTile = 32;
   int64_t vectorWidth = 16, rows = 4, cols = 2;
   int64_t gemmRows = 64, gemmCols = 256, gemmDepth = 256;
+  /// The split-KV decode form (mha-split-kv-decode): calls with T_q <=
+  /// decodeTokens (0: none), chunked towards splitTasks parallel tasks.
+  int64_t decodeTokens = 0, splitTasks = 8, splitMinKeys = 256;
   /// The target loads and stores 16-bit elements under a mask (AVX-512BW).
   bool masked16 = true;
   bool parallel = true;

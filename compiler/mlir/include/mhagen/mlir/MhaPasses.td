@@ -25,6 +25,37 @@ def MhaLowerToLinalg : Pass<"mha-lower-to-linalg", "mlir::ModuleOp"> {
                            "mlir::math::MathDialect"];
 }
 
+def MhaSplitKvDecode : Pass<"mha-split-kv-decode", "mlir::ModuleOp"> {
+  let summary = "Give mha.attention a split-KV form for decode calls";
+  let description = [{
+    For calls with T_q <= `decode-tokens` (chosen at call time by an
+    scf.if on T_q), one scf.forall over (batch, K/V head, key chunk) whose
+    tasks hold every query head of a GQA group for the call's tokens
+    (rows = decode-tokens x h/kv) and run the online softmax over one
+    chunk of the key tiles the mask leaves, writing partial (acc, max,
+    sum) states; then an scf.forall over (batch, K/V head) merges the
+    chunks (FlashDecoding). The chunk count is computed per call: enough
+    that B x kv x chunks reaches `split-tasks`, no chunk shorter than
+    `split-min-keys` keys, at most `max-splits`. Other calls keep the
+    mha.attention (the else branch), for mha-lower-to-linalg.
+  }];
+  let options = [
+    Option<"decodeTokens", "decode-tokens", "int64_t", "0",
+           "most query tokens of the split form (0: no split form)">,
+    Option<"keyTile", "key-tile", "int64_t", "32", "keys per tile">,
+    Option<"splitTasks", "split-tasks", "int64_t", "8",
+           "parallel tasks the key chunks aim for (0: one chunk)">,
+    Option<"splitMinKeys", "split-min-keys", "int64_t", "256",
+           "fewest keys per chunk">,
+    Option<"maxSplits", "max-splits", "int64_t", "64", "most chunks">,
+  ];
+  let dependentDialects = ["mlir::linalg::LinalgDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::tensor::TensorDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect"];
+}
+
 def MhaTileAndVectorize : Pass<"mha-tile-and-vectorize", "mlir::ModuleOp"> {
   let summary = "Tile the per-tile linalg ops to registers and vectorize";
   let description = [{
