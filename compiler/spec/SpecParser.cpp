@@ -841,10 +841,6 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
          "a K/V storage type other than dtype is built for CPU targets "
          "only; " +
              s.target.str() + " is a GPU target");
-  else if (s.kv_dtype && s.backend == Backend::Mlir)
-    rule("kv_dtype", toString(*s.kv_dtype),
-         "a K/V storage type other than dtype is built by the halide "
-         "backend only (backend = mlir)");
   if (s.pagedKv()) {
     const std::string v = "paged(" + str(s.kv_block) + ")";
     if (s.kv_block > kMaxKvBlock)

@@ -111,10 +111,33 @@ LogicalResult AttentionOp::verify() {
   Type et = q.getElementType();
   if (!et.isF32() && !et.isBF16() && !et.isF16())
     return emitOpError() << "element type must be f32, bf16 or f16, got " << et;
-  if (k.getElementType() != et || v.getElementType() != et ||
-      init.getElementType() != et)
-    return emitOpError() << "query, key, value and init must share one "
-                            "element type";
+  if (init.getElementType() != et)
+    return emitOpError() << "query and init must share one element type";
+  // K/V: one storage type, f32/bf16/f16 or int8 with per-row scales.
+  Type kvt = k.getElementType();
+  if (v.getElementType() != kvt)
+    return emitOpError() << "key and value must share one element type";
+  const bool int8 = kvt.isInteger(8);
+  if (!kvt.isF32() && !kvt.isBF16() && !kvt.isF16() && !int8)
+    return emitOpError() << "key/value element type must be f32, bf16, f16 "
+                            "or i8, got "
+                         << kvt;
+  if (int8 != static_cast<bool>(getKScales()))
+    return emitOpError() << (int8 ? "i8 keys and values need kv_scales"
+                                  : "kv_scales given but keys and values "
+                                    "are not i8");
+  for (Value sc : {getKScales(), getVScales()}) {
+    if (!sc)
+      continue;
+    auto st = cast<RankedTensorType>(sc.getType());
+    if (st.getRank() != 3 || !st.getElementType().isF32() ||
+        st.getDimSize(2) != getNumKvHeads() ||
+        !compatible(st.getDimSize(0), k.getDimSize(0)) ||
+        !compatible(st.getDimSize(1), k.getDimSize(1)))
+      return emitOpError() << "kv_scales must be tensor<BxTkvx"
+                           << getNumKvHeads()
+                           << "xf32> (one per key/value row), got " << st;
+  }
   if (!(getScale().convertToFloat() > 0.0f))
     return emitOpError() << "scale must be > 0";
   bool padding = false;

@@ -7,6 +7,7 @@
 // RUN: mha-opt %s --mha-split-kv-decode="decode-tokens=2 split-tasks=8 split-min-keys=64" --canonicalize --cse | FileCheck %s
 // RUN: mha-opt %s --mha-split-kv-decode="decode-tokens=2 split-tasks=8 split-min-keys=64" --canonicalize --cse | FileCheck %s --check-prefix=SEQ
 // RUN: mha-opt %s --mha-split-kv-decode="decode-tokens=0" | FileCheck %s --check-prefix=OFF
+// RUN: mha-opt %s --mha-split-kv-decode="decode-tokens=1 split-tasks=8" --canonicalize --cse | FileCheck %s --check-prefix=I8
 
 // CHECK-LABEL: func.func @decode_gqa
 // CHECK-SAME: (%[[Q:.*]]: tensor<?x?x8x64xf32>, %[[K:.*]]: tensor<?x?x2x64xf32>, %[[V:.*]]: tensor<?x?x2x64xf32>, %[[O:.*]]: tensor<?x?x8x64xf32>)
@@ -159,4 +160,42 @@ func.func @static_decode_sinks(%q: tensor<?x1x4x64xf32>,
           per_sequence}
          -> tensor<?x1x4x64xf32>, tensor<?x1x4xf32>
   return %r, %l : tensor<?x1x4x64xf32>, tensor<?x1x4xf32>
+}
+
+// An int8 K/V cache (kv_dtype = i8): each K/V tile of a head is read as
+// int8 with its rows' scales [B, Tkv, kv] and widened once to f32, K^T as
+// sitofp(k[j, c]) * k_scales[j] transposed, V as sitofp(v[j, c]) *
+// v_scales[j]; the flash form keeps the scales too.
+// I8-DAG: #[[TR:.*]] = affine_map<(d0, d1) -> (d1, d0)>
+// I8-DAG: #[[COL:.*]] = affine_map<(d0, d1) -> (d1)>
+// I8-DAG: #[[ROW:.*]] = affine_map<(d0, d1) -> (d0)>
+// I8-DAG: #[[ID:.*]] = affine_map<(d0, d1) -> (d0, d1)>
+// SEQ-LABEL: func.func @int8_cache
+// I8-LABEL: func.func @int8_cache
+// I8-SAME: (%{{.*}}: tensor<?x?x4x64xf32>, %[[K:.*]]: tensor<?x?x2x64xi8>, %[[V:.*]]: tensor<?x?x2x64xi8>, %[[KS:.*]]: tensor<?x?x2xf32>, %[[VS:.*]]: tensor<?x?x2xf32>, %{{.*}}: tensor<?x?x4x64xf32>)
+// I8: scf.for %[[HG:.*]] = %c0 to %c2 step %c1 iter_args({{.*}}) -> (tensor<2x2x64xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
+// I8: %[[K0:.*]] = arith.muli %{{.*}}, %c32
+// I8: tensor.extract_slice %[[KS]][%[[B:.*]], %[[K0]], %[[HG]]] [1, %{{.*}}, 1] [1, 1, 1] : tensor<?x?x2xf32> to tensor<?xf32>
+// I8: tensor.extract_slice %[[K]][%[[B]], %[[K0]], %[[HG]], 0] {{.*}} : tensor<?x?x2x64xi8> to tensor<?x64xi8>
+// I8: linalg.generic {indexing_maps = [#[[TR]], #[[COL]], #[[ID]]], {{.*}} ins(%{{.*}}, %{{.*}} : tensor<32x64xi8>, tensor<32xf32>) outs(%{{.*}} : tensor<64x32xf32>)
+// I8: arith.sitofp %{{.*}} : i8 to f32
+// I8: arith.mulf
+// I8: tensor.extract_slice %[[VS]][%[[B]], %[[K0]], %[[HG]]]
+// I8: tensor.extract_slice %[[V]][%[[B]], %[[K0]], %[[HG]], 0]
+// I8: linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], {{.*}} ins(%{{.*}}, %{{.*}} : tensor<32x64xi8>, tensor<32xf32>) outs(%{{.*}} : tensor<32x64xf32>)
+// I8: arith.sitofp %{{.*}} : i8 to f32
+// I8: arith.mulf
+// I8: mha.attention {{.*}} kv_scales(%[[KS]], %[[VS]] : tensor<?x?x2xf32>, tensor<?x?x2xf32>)
+func.func @int8_cache(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xi8>,
+                      %v: tensor<?x?x2x64xi8>, %ks: tensor<?x?x2xf32>,
+                      %vs: tensor<?x?x2xf32>, %o: tensor<?x?x4x64xf32>)
+    -> tensor<?x?x4x64xf32> {
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>,
+                         tensor<?x?x2x64xi8>, tensor<?x?x2x64xi8>)
+         kv_scales(%ks, %vs : tensor<?x?x2xf32>, tensor<?x?x2xf32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false>}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
 }

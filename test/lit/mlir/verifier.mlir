@@ -170,10 +170,64 @@ func.func @f(%q: tensor<?x?x4x64xf64>, %k: tensor<?x?x2x64xf64>, %v: tensor<?x?x
 
 // -----
 
-// Inputs and output share the dtype.
+// K and V share one storage type (which may differ from Q's).
 func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xbf16>, %v: tensor<?x?x2x64xf32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
-  // expected-error @+1 {{query, key, value and init must share one element type}}
+  // expected-error @+1 {{key and value must share one element type}}
   %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xbf16>, tensor<?x?x2x64xf32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false>}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// The output has the query's type.
+func.func @f(%q: tensor<?x?x4x64xbf16>, %k: tensor<?x?x2x64xbf16>, %v: tensor<?x?x2x64xbf16>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{query and init must share one element type}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xbf16>, tensor<?x?x2x64xbf16>, tensor<?x?x2x64xbf16>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false>}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// int8 K/V need their row scales.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xi8>, %v: tensor<?x?x2x64xi8>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{i8 keys and values need kv_scales}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xi8>, tensor<?x?x2x64xi8>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false>}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// One f32 scale per key/value row: [B, Tkv, kv].
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xi8>, %v: tensor<?x?x2x64xi8>, %ks: tensor<?x?x4xf32>, %vs: tensor<?x?x4xf32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{kv_scales must be tensor<BxTkvx2xf32> (one per key/value row), got 'tensor<?x?x4xf32>'}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xi8>, tensor<?x?x2x64xi8>)
+         kv_scales(%ks, %vs : tensor<?x?x4xf32>, tensor<?x?x4xf32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false>}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// Scales belong to int8 K/V only.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf16>, %v: tensor<?x?x2x64xf16>, %ks: tensor<?x?x2xf32>, %vs: tensor<?x?x2xf32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{kv_scales given but keys and values are not i8}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xf16>, tensor<?x?x2x64xf16>)
+         kv_scales(%ks, %vs : tensor<?x?x2xf32>, tensor<?x?x2xf32>)
          outs(%o : tensor<?x?x4x64xf32>)
          {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
           mask = #mha.mask<causal = true, window = 0, padding = false>}

@@ -56,6 +56,21 @@ Type elementType(OpBuilder &b, DType d) {
   return b.getF32Type();
 }
 
+// The K/V cache's storage type (kv_dtype; the dtype when unset).
+Type kvElementType(OpBuilder &b, const AttentionSpec &s) {
+  switch (s.kvType()) {
+  case KvType::F32:
+    return b.getF32Type();
+  case KvType::BF16:
+    return b.getBF16Type();
+  case KvType::F16:
+    return b.getF16Type();
+  case KvType::I8:
+    return b.getIntegerType(8);
+  }
+  return b.getF32Type();
+}
+
 // The kernel's parameters from the ABI model: one memref per tensor, in the
 // model's order. Sizes the spec fixes are static; a sequence tensor with
 // call-time strides has a strided layout, dense inside a token.
@@ -72,11 +87,12 @@ abiParams(OpBuilder &b, const AttentionSpec &s) {
       else
         dims.push_back(abi::staticExtent(d, shape));
     }
-    // The element type the model gives (I8 K/V never reaches this
-    // backend: the spec refuses kv_dtype for it).
-    const Type elem = t->elem == abi::Elem::Int32 ? Type(b.getI32Type())
-                      : t->elem == abi::Elem::F32 ? Type(b.getF32Type())
-                                                  : et;
+    // The element type the model gives: K/V in the cache's storage type
+    // (kv_dtype), int8 scales and integer vectors as they are.
+    const Type elem = t->elem == abi::Elem::Int32    ? Type(b.getI32Type())
+                      : t->elem == abi::Elem::F32    ? Type(b.getF32Type())
+                      : t->elem == abi::Elem::KvData ? kvElementType(b, s)
+                                                     : et;
     MemRefType type = MemRefType::get(dims, elem);
     if (t->tokenStrideField) {
       SmallVector<int64_t> strides = {kDyn, kDyn};
@@ -149,7 +165,8 @@ ModifierOperands modifierOperands(OpBuilder &b, Location loc,
 mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
                            Type resultType, Value q, Value k, Value v,
                            Value lens, const ModifierOperands &mods, Value init,
-                           Value lseInit = Value()) {
+                           Value lseInit = Value(), Value kScales = Value(),
+                           Value vScales = Value()) {
   // The mask: its first conjunction, and the others as alternatives.
   auto clause = [&](const MaskClause &c) {
     return mha::MaskAttr::get(b.getContext(), c.causal, c.window, c.padding,
@@ -164,8 +181,8 @@ mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
       s.scaleAtRuntime ? 1.0f : static_cast<float>(s.effectiveScale());
   return b.create<mha::AttentionOp>(
       loc, resultType, lseInit ? lseInit.getType() : Type(), q, k, v, lens,
-      mods.sinks, mods.slopes, mods.scaleFactor, init, lseInit,
-      b.getI64IntegerAttr(s.h), b.getI64IntegerAttr(s.n_kv),
+      mods.sinks, mods.slopes, mods.scaleFactor, kScales, vScales, init,
+      lseInit, b.getI64IntegerAttr(s.h), b.getI64IntegerAttr(s.n_kv),
       b.getF32FloatAttr(scale), clause(m.single()),
       alternatives.empty() ? ArrayAttr() : b.getArrayAttr(alternatives),
       s.softcap ? b.getF32FloatAttr(static_cast<float>(*s.softcap))
@@ -189,8 +206,15 @@ void sdpaBody(OpBuilder &b, Location loc, const AttentionSpec &s,
                    : Value();
   Value init = toTensor(b, loc, a["out"], true);
   Value lseInit = s.lse ? toTensor(b, loc, a["lse"], true) : Value();
+  // kv_dtype = i8: one f32 scale per K/V row.
+  Value kScales, vScales;
+  if (s.kvType() == KvType::I8) {
+    kScales = toTensor(b, loc, a["k_scale"], false);
+    vScales = toTensor(b, loc, a["v_scale"], false);
+  }
   mha::AttentionOp o = attention(b, loc, s, init.getType(), qt, kt, vt, lens,
-                                 modifierOperands(b, loc, s, a), init, lseInit);
+                                 modifierOperands(b, loc, s, a), init, lseInit,
+                                 kScales, vScales);
   if (lseInit)
     b.create<bufferization::MaterializeInDestinationOp>(
         loc, TypeRange{}, o.getLse(), a["lse"], /*restrict=*/true,

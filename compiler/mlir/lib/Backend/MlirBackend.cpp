@@ -343,11 +343,14 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   dump("input", input);
 
   mha::PipelineOptions pipeline = pipelineOptions(r.schedule, t);
-  // Masked 16-bit loads exist with AVX-512BW; for bf16 elements LLVM also
-  // needs the BF16 extension, or it scalarizes them (minutes per kernel).
+  // Masked 8- and 16-bit loads exist with AVX-512BW; for bf16 elements
+  // (the dtype or the K/V storage type) LLVM also needs the BF16
+  // extension, or it scalarizes them (minutes per kernel) and calls
+  // compiler-rt's __truncsfbf2, which the kernel library does not link.
+  const bool bf16Data = s.dtype == DType::BF16 || s.kvType() == KvType::BF16;
   pipeline.masked16 =
       t.f32Lanes == 16 &&
-      (s.dtype != DType::BF16 || s.target.kind == TargetKind::Avx512Bf16);
+      (!bf16Data || s.target.kind == TargetKind::Avx512Bf16);
   for (const mha::PipelineStage &stage : mha::mhaPipelineStages(pipeline)) {
     mlir::PassManager pm(&ctx);
     stage.build(pm);

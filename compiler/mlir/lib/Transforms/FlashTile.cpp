@@ -89,6 +89,49 @@ Value tileToF32(OpBuilder &b, Location loc, Value t, bool transpose,
       .getResult(0);
 }
 
+Value loadHeadScales(OpBuilder &b, Location loc, Value src, Value batch,
+                     Value t0, Value rows, Value head, int64_t full) {
+  SmallVector<OpFoldResult> offs = {batch, t0, head};
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), rows,
+                                     b.getIndexAttr(1)};
+  SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+  auto sliceType =
+      RankedTensorType::get({ShapedType::kDynamic}, b.getF32Type());
+  Value slice = b.create<tensor::ExtractSliceOp>(loc, sliceType, src, offs,
+                                                 sizes, strides);
+  Value zero = b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(0.0f));
+  return tensor::createPadHighOp(RankedTensorType::get({full}, b.getF32Type()),
+                                 slice, zero,
+                                 /*nofold=*/false, loc, b);
+}
+
+Value kvTileToF32(OpBuilder &b, Location loc, Value t, Value scales,
+                  bool transpose) {
+  if (!scales)
+    return tileToF32(b, loc, t, transpose, Value());
+  auto tt = cast<RankedTensorType>(t.getType());
+  const int64_t r = tt.getDimSize(0), c = tt.getDimSize(1);
+  SmallVector<int64_t> shape =
+      transpose ? SmallVector<int64_t>{c, r} : SmallVector<int64_t>{r, c};
+  Value empty = b.create<tensor::EmptyOp>(loc, shape, b.getF32Type());
+  MLIRContext *ctx = b.getContext();
+  AffineMap id = b.getMultiDimIdentityMap(2);
+  AffineMap tr = AffineMap::getPermutationMap(ArrayRef<unsigned>{1, 0}, ctx);
+  // The tile's row (a token) is the result's column when transposed.
+  AffineMap row =
+      AffineMap::get(2, 0, {b.getAffineDimExpr(transpose ? 1 : 0)}, ctx);
+  return b
+      .create<linalg::GenericOp>(
+          loc, empty.getType(), ValueRange{t, scales}, ValueRange{empty},
+          ArrayRef<AffineMap>{transpose ? tr : id, row, id}, iteratorTypes(2),
+          [&](OpBuilder &g, Location l, ValueRange args) {
+            Value x = g.create<arith::SIToFPOp>(l, g.getF32Type(), args[0]);
+            g.create<linalg::YieldOp>(
+                l, g.create<arith::MulFOp>(l, x, args[1]).getResult());
+          })
+      .getResult(0);
+}
+
 namespace {
 bool isCausal(MaskAttr m) { return m.getCausal() || m.getWindow() > 0; }
 } // namespace
@@ -135,12 +178,18 @@ SmallVector<Value> FlashTile::step(RewriterBase &rw, Location l, Value qTile,
   Type f32 = rw.getF32Type();
   Value k0 = bm.mul(kt, bm.c(KT));
   Value kRows = bm.min(bm.c(KT), bm.sub(tkv, k0));
+  // The K/V tiles of this head, widened to f32 once (int8: times each
+  // row's scale).
+  auto scalesOf = [&](Value from) {
+    return from ? loadHeadScales(rw, l, from, batch, k0, kRows, kvHead, KT)
+                : Value();
+  };
   Value kT =
-      tileToF32(rw, l, loadHeadRows(rw, l, k, batch, k0, kRows, kvHead, KT),
-                /*transpose=*/true, Value());
+      kvTileToF32(rw, l, loadHeadRows(rw, l, k, batch, k0, kRows, kvHead, KT),
+                  scalesOf(kScales), /*transpose=*/true);
   Value vTile =
-      tileToF32(rw, l, loadHeadRows(rw, l, v, batch, k0, kRows, kvHead, KT),
-                false, Value());
+      kvTileToF32(rw, l, loadHeadRows(rw, l, v, batch, k0, kRows, kvHead, KT),
+                  scalesOf(vScales), /*transpose=*/false);
   auto filled = [&](ArrayRef<int64_t> shape, float value) {
     return filledTensor(rw, l, shape, value);
   };

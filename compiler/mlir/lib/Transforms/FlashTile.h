@@ -50,6 +50,17 @@ mlir::Value loadHeadRows(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value tileToF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value t,
                       bool transpose, mlir::Value mul);
 
+/// Entries [t0, t0 + rows) of head `head` of batch `batch` of a [B, T,
+/// heads] tensor (int8 K/V row scales) as a [full] tile, zero-padded.
+mlir::Value loadHeadScales(mlir::OpBuilder &b, mlir::Location loc,
+                           mlir::Value src, mlir::Value batch, mlir::Value t0,
+                           mlir::Value rows, mlir::Value head, int64_t full);
+
+/// A K or V tile [KT x width] in its storage type widened to f32 (int8:
+/// times its row's scale from `scales` [KT]), transposed for K^T.
+mlir::Value kvTileToF32(mlir::OpBuilder &b, mlir::Location loc, mlir::Value t,
+                        mlir::Value scales, bool transpose);
+
 /// Key tiles [lo, hi) of one mask clause.
 struct KeyTileRange {
   mlir::Value lo, hi;
@@ -57,10 +68,11 @@ struct KeyTileRange {
 
 /// One query tile's walk over the keys of K/V head `kvHead`.
 struct FlashTile {
-  mlir::Value k, v;          ///< [B, Tkv, kv, dk] and [B, Tkv, kv, dv]
-  mlir::Value batch, kvHead; ///< the task's batch and K/V head
-  mlir::Value tkv;           ///< T_kv
-  mlir::Value kvLen;         ///< kv_lens[batch]; null without padding
+  mlir::Value k, v;             ///< [B, Tkv, kv, dk] and [B, Tkv, kv, dv]
+  mlir::Value kScales, vScales; ///< int8 K/V: [B, Tkv, kv] f32; else null
+  mlir::Value batch, kvHead;    ///< the task's batch and K/V head
+  mlir::Value tkv;              ///< T_kv
+  mlir::Value kvLen;            ///< kv_lens[batch]; null without padding
   int64_t rows = 0, keyTile = 0;
   llvm::SmallVector<MaskAttr> clauses;
   std::optional<float> softcap;

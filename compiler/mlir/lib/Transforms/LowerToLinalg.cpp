@@ -99,6 +99,8 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     FlashTile ft;
     ft.k = k;
     ft.v = v;
+    ft.kScales = op.getKScales();
+    ft.vScales = op.getVScales();
     ft.batch = bIv;
     ft.kvHead = rw.create<arith::DivUIOp>(loc, hIv, im.c(group));
     ft.tkv = Tkv;

@@ -185,6 +185,8 @@ AttentionOp splitOne(AttentionOp op, const SplitForm &form, IRRewriter &rw) {
     FlashTile ft;
     ft.k = op.getKey();
     ft.v = op.getValue();
+    ft.kScales = op.getKScales();
+    ft.vScales = op.getVScales();
     ft.batch = bIv;
     ft.tkv = Tkv;
     if (Value lens = op.getKvLens()) {

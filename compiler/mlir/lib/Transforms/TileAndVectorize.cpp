@@ -75,7 +75,8 @@ SmallVector<int64_t> registerTileSizes(linalg::LinalgOp op, int64_t rows,
   }
   // A transposing copy (K^T): square vector blocks, which lower to register
   // transposes (16x16 shuffles) instead of column gathers.
-  if (op.getNumLoops() == 2 && op.getNumDpsInputs() == 1 &&
+  // (int8 K/V: a second input, the row scales, broadcast along d_k.)
+  if (op.getNumLoops() == 2 && op.getNumDpsInputs() >= 1 &&
       !op.getMatchingIndexingMap(op.getDpsInputOperand(0)).isIdentity() &&
       op.getMatchingIndexingMap(op.getDpsInputOperand(0)).isPermutation())
     return {vectorWidth, vectorWidth};
@@ -257,11 +258,12 @@ struct MhaTileAndVectorizePass
         // vector shape is the padded (static) tile.
         if (!pad.getResultType().hasStaticShape() || pad->hasAttr(kCopyLoop))
           continue;
-        // AVX2 has no masked 16-bit loads: LLVM would scalarize every row
-        // of a masked bf16/f16 read into a branch per element (minutes of
-        // instruction selection, slow code). Copy those tiles by loops.
+        // AVX2 has no masked 8- or 16-bit loads: LLVM would scalarize every
+        // row of a masked int8 or bf16/f16 read into a branch per element
+        // (minutes of instruction selection, slow code). Copy those tiles by
+        // loops.
         if (!masked16 &&
-            pad.getResultType().getElementType().getIntOrFloatBitWidth() == 16)
+            pad.getResultType().getElementType().getIntOrFloatBitWidth() < 32)
           continue;
         vectorSizes = llvm::to_vector(pad.getResultType().getShape());
       } else if (cast<linalg::LinalgOp>(op).hasDynamicShape()) {

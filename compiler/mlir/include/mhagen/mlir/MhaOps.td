@@ -26,6 +26,12 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (tensor<h x f32>): a logit per head that joins every row's softmax
     denominator as a key of value 0.
 
+    K and V may be stored narrower than Q (a K/V cache's `kv_dtype`, docs/
+    design.md §5): f32, bf16, f16, or i8 with `kv_scales(%k_scales,
+    %v_scales : tensor<?x?xkvxf32>, ...)`, one f32 scale per (batch,
+    token, K/V head): K[b, t, g, :] = k_scales[b, t, g] * the int8 row.
+    Every tile is widened to f32 once, as for bf16/f16.
+
     With `per_sequence` (a ragged batch, docs/design.md §5) each batch's
     queries are its last positions: query i of batch b sits at i +
     kv_lens[b] - Tq (bottom-right per sequence) instead of i + Tkv - Tq;
@@ -51,6 +57,8 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
                        Optional<AnyRankedTensor>:$sinks,
                        Optional<AnyRankedTensor>:$slopes,
                        Optional<AnyRankedTensor>:$scale_factor,
+                       Optional<AnyRankedTensor>:$k_scales,
+                       Optional<AnyRankedTensor>:$v_scales,
                        AnyRankedTensor:$init,
                        Optional<AnyRankedTensor>:$lse_init,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
@@ -67,6 +75,8 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`slopes` `(` $slopes^ `:` type($slopes) `)`)?
     (`scale_factor` `(` $scale_factor^ `:` type($scale_factor) `)`)?
+    (`kv_scales` `(` $k_scales^ `,` $v_scales `:` type($k_scales) `,`
+     type($v_scales) `)`)?
     `outs` `(` $init `:` type($init) `)`
     (`lse` `(` $lse_init^ `:` type($lse_init) `)`)?
     attr-dict `->` type($result) (`,` type($lse)^)?
