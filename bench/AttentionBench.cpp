@@ -458,18 +458,21 @@ int main(int argc, char **argv) {
             b->MinTime(0.5);
         }
   // The decode shapes with the K/V cache stored as f16, bf16 and int8
-  // (f32 queries and output), beside the f32 cache above.
+  // (f32 queries and output), beside the f32 cache above; both backends.
   for (const Shape &sh : {kDecode, kBatchDecode, kSpecDecode})
     for (const char *kvd : {"f16", "bf16", "i8"})
-      for (int t : {1, 2}) {
-        std::string name = std::string(sh.name) + "_f32_kv" + kvd +
-                           "/mhagen/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(name.c_str(), namedKernelBench, sh,
-                                     std::string("bench_gqa_f32_kv") + kvd, t)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.5);
-      }
+      for (int t : {1, 2})
+        for (bool mlir : {false, true}) {
+          std::string name = std::string(sh.name) + "_f32_kv" + kvd +
+                             (mlir ? "/mhagen_mlir" : "/mhagen") +
+                             "/threads:" + std::to_string(t);
+          benchmark::RegisterBenchmark(
+              name.c_str(), namedKernelBench, sh,
+              std::string("bench_gqa_f32_kv") + kvd + (mlir ? "_mlir" : ""), t)
+              ->UseManualTime()
+              ->Unit(benchmark::kMillisecond)
+              ->MinTime(0.5);
+        }
   // A paged cache (16-token blocks in shuffled order) beside the
   // contiguous one: S4 in f32 and int8, and the ragged batch of 16
   // sequences, paged against the contiguous cache with the same lengths
