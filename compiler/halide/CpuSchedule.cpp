@@ -64,13 +64,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
        layer ? std::vector<int64_t>{0}
              : std::vector<int64_t>{0, 1, 2, 4, 8, 16},
        "query tokens per tile of the decode variant (0: no decode variant)"});
-  space.params.push_back({"split_tasks",
-                          {0, 1, 2, 4, 8, 16},
-                          "decode: parallel tasks per core the key-axis "
-                          "split aims for (0: no split)"});
-  space.params.push_back({"split_min_keys",
-                          {64, 128, 256, 512, 1024, 2048},
-                          "decode: fewest keys per chunk of the split"});
+  for (ParamDecl &d : splitKvParams())
+    space.params.push_back(std::move(d));
   // The decode micro-kernel: K/V channels in the vector lanes and only the
   // call's real rows (1), or rows in the lanes like the prefill tile (0).
   // It needs whole vectors of dk and dv channels.

@@ -95,4 +95,14 @@ descendToValid(const ScheduleSpace &space, ScheduleParams start,
   return start;
 }
 
+std::vector<ParamDecl> splitKvParams() {
+  return {{"split_tasks",
+           {0, 1, 2, 4, 8, 16},
+           "decode: parallel tasks per core the key-axis split aims for (0: "
+           "no split)"},
+          {"split_min_keys",
+           {64, 128, 256, 512, 1024, 2048},
+           "decode: fewest keys per chunk of the split"}};
+}
+
 } // namespace mhagen

@@ -128,11 +128,6 @@ Value toTensor(OpBuilder &b, Location loc, Value memref, bool writable) {
                                              writable);
 }
 
-RankedTensorType tensorOf(Value memref) {
-  auto m = cast<MemRefType>(memref.getType());
-  return RankedTensorType::get(m.getShape(), m.getElementType());
-}
-
 // The per-head score-modifier operands: the call's sinks, and the ALiBi
 // slopes from the call (alibi = runtime) or compiled in (alibi = true).
 struct ModifierOperands {

@@ -237,25 +237,23 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
     space.defaults["gemm_rows"] = 64;
     space.defaults["gemm_cols"] = 256;
     space.defaults["gemm_depth"] = 256;
-  } else {
-    // Decode (issue 13): the split-KV form of mha-split-kv-decode for calls
-    // with T_q <= decode_tokens, its key axis cut into chunks so that
-    // B x kv x chunks reaches split_tasks per core.
-    space.params.push_back(
-        {"decode_tokens",
-         {0, 1, 2, 4, 8},
-         "query tokens of the split-KV decode form (0: none)"});
-    space.params.push_back({"split_tasks",
-                            {0, 1, 2, 4, 8, 16},
-                            "decode: parallel tasks per core the key-axis "
-                            "split aims for (0: no split)"});
-    space.params.push_back({"split_min_keys",
-                            {64, 128, 256, 512, 1024, 2048},
-                            "decode: fewest keys per chunk of the split"});
-    space.defaults["decode_tokens"] = mlirDecodeTokens(s);
-    space.defaults["split_tasks"] = 4;
-    space.defaults["split_min_keys"] = 256;
   }
+  // Decode (issue 13): the split-KV form of mha-split-kv-decode for calls
+  // with T_q <= decode_tokens, its key axis cut into chunks so that
+  // B x kv x chunks reaches split_tasks per core. sdpa only (a layer's T_kv
+  // is its T_q): a layer declares decode_tokens = 0 and the split
+  // parameters, as the Halide backend does, so one --schedule serves a
+  // spec file of both ops.
+  const bool layer = s.op == Op::Layer;
+  space.params.push_back(
+      {"decode_tokens",
+       layer ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1, 2, 4, 8},
+       "query tokens of the split-KV decode form (0: none)"});
+  for (ParamDecl &d : splitKvParams())
+    space.params.push_back(std::move(d));
+  space.defaults["decode_tokens"] = layer ? 0 : mlirDecodeTokens(s);
+  space.defaults["split_tasks"] = 4;
+  space.defaults["split_min_keys"] = 256;
   const int64_t registers = t.vectorRegisters;
   const int64_t maxWidth = t.f32Lanes;
   const std::vector<ParamDecl> decls = space.params;
@@ -348,9 +346,8 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   // extension, or it scalarizes them (minutes per kernel) and calls
   // compiler-rt's __truncsfbf2, which the kernel library does not link.
   const bool bf16Data = s.dtype == DType::BF16 || s.kvType() == KvType::BF16;
-  pipeline.masked16 =
-      t.f32Lanes == 16 &&
-      (!bf16Data || s.target.kind == TargetKind::Avx512Bf16);
+  pipeline.masked16 = t.f32Lanes == 16 &&
+                      (!bf16Data || s.target.kind == TargetKind::Avx512Bf16);
   for (const mha::PipelineStage &stage : mha::mhaPipelineStages(pipeline)) {
     mlir::PassManager pm(&ctx);
     stage.build(pm);

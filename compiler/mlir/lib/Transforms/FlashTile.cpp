@@ -132,6 +132,40 @@ Value kvTileToF32(OpBuilder &b, Location loc, Value t, Value scales,
       .getResult(0);
 }
 
+Value queryScaleOf(OpBuilder &b, Location loc, AttentionOp op) {
+  Value scale;
+  if (const float attr = op.getScale().convertToFloat(); attr != 1.0f)
+    scale = b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(attr));
+  if (Value factor = op.getScaleFactor()) {
+    Value f = b.create<tensor::ExtractOp>(
+        loc, factor, ValueRange{b.create<arith::ConstantIndexOp>(loc, 0)});
+    scale = scale ? b.create<arith::MulFOp>(loc, scale, f).getResult() : f;
+  }
+  return scale;
+}
+
+FlashTile FlashTile::forOp(OpBuilder &b, Location loc, AttentionOp op,
+                           Value batch, Value tkv, int64_t rows,
+                           int64_t keyTile) {
+  FlashTile ft;
+  ft.k = op.getKey();
+  ft.v = op.getValue();
+  ft.kScales = op.getKScales();
+  ft.vScales = op.getVScales();
+  ft.batch = batch;
+  ft.tkv = tkv;
+  if (Value lens = op.getKvLens()) {
+    Value l32 = b.create<tensor::ExtractOp>(loc, lens, ValueRange{batch});
+    ft.kvLen = b.create<arith::IndexCastOp>(loc, b.getIndexType(), l32);
+  }
+  ft.rows = rows;
+  ft.keyTile = keyTile;
+  ft.clauses = op.maskClauses();
+  if (std::optional<APFloat> c = op.getSoftcap())
+    ft.softcap = c->convertToFloat();
+  return ft;
+}
+
 namespace {
 bool isCausal(MaskAttr m) { return m.getCausal() || m.getWindow() > 0; }
 } // namespace

@@ -66,8 +66,20 @@ struct KeyTileRange {
   mlir::Value lo, hi;
 };
 
+/// The scale the query tile is multiplied by: the op's attribute, times
+/// the call's scale_factor[0] when given (scale = runtime); null for 1.
+mlir::Value queryScaleOf(mlir::OpBuilder &b, mlir::Location loc,
+                         AttentionOp op);
+
 /// One query tile's walk over the keys of K/V head `kvHead`.
 struct FlashTile {
+  /// The walk of `op`'s keys for batch `batch` (T_kv `tkv`): K/V and
+  /// their scales, the batch's length, the mask and the softcap, in tiles
+  /// of `rows` x `keyTile`. The caller sets kvHead, slope and position.
+  static FlashTile forOp(mlir::OpBuilder &b, mlir::Location loc, AttentionOp op,
+                         mlir::Value batch, mlir::Value tkv, int64_t rows,
+                         int64_t keyTile);
+
   mlir::Value k, v;             ///< [B, Tkv, kv, dk] and [B, Tkv, kv, dv]
   mlir::Value kScales, vScales; ///< int8 K/V: [B, Tkv, kv] f32; else null
   mlir::Value batch, kvHead;    ///< the task's batch and K/V head

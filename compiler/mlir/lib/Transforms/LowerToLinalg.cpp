@@ -66,10 +66,8 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     const int64_t dv = vType.getDimSize(3);
     Type et = qType.getElementType();
     Type f32 = rw.getF32Type();
-    const float scale = op.getScale().convertToFloat();
 
-    Value q = op.getQuery(), k = op.getKey(), v = op.getValue();
-    Value lens = op.getKvLens();
+    Value q = op.getQuery(), k = op.getKey();
     Value B = rw.create<tensor::DimOp>(loc, q, 0);
     Value Tq = rw.create<tensor::DimOp>(loc, q, 1);
     Value Tkv = rw.create<tensor::DimOp>(loc, k, 1);
@@ -96,23 +94,8 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     Value q0 = im.mul(qtIv, im.c(QT));
     Value qRows = im.min(im.c(QT), im.sub(Tq, q0));
 
-    FlashTile ft;
-    ft.k = k;
-    ft.v = v;
-    ft.kScales = op.getKScales();
-    ft.vScales = op.getVScales();
-    ft.batch = bIv;
+    FlashTile ft = FlashTile::forOp(rw, loc, op, bIv, Tkv, QT, KT);
     ft.kvHead = rw.create<arith::DivUIOp>(loc, hIv, im.c(group));
-    ft.tkv = Tkv;
-    if (lens) {
-      Value l32 = rw.create<tensor::ExtractOp>(loc, lens, ValueRange{bIv});
-      ft.kvLen = rw.create<arith::IndexCastOp>(loc, rw.getIndexType(), l32);
-    }
-    ft.rows = QT;
-    ft.keyTile = KT;
-    ft.clauses = op.maskClauses();
-    if (std::optional<APFloat> c = op.getSoftcap())
-      ft.softcap = c->convertToFloat();
     // per_sequence (a ragged batch): query i sits at i + kv_lens[b] - Tq,
     // its own sequence's last positions.
     Value offset = op.getPerSequence() ? im.sub(ft.kvLen, Tq) : tailOffset;
@@ -121,17 +104,9 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
       return gm.add(gm.add(q0, row), offset);
     };
 
-    // The query tile, scaled once: by the attribute, times the call's
-    // scale_factor[0] when given (scale = runtime).
-    Value scaleValue;
-    if (scale != 1.0f)
-      scaleValue = rw.create<arith::ConstantOp>(loc, rw.getF32FloatAttr(scale));
-    if (Value factor = op.getScaleFactor()) {
-      Value f = rw.create<tensor::ExtractOp>(loc, factor, ValueRange{im.c(0)});
-      scaleValue =
-          scaleValue ? rw.create<arith::MulFOp>(loc, scaleValue, f).getResult()
-                     : f;
-    }
+    // The query tile, scaled once (by the attribute, times the call's
+    // scale_factor[0] with scale = runtime).
+    Value scaleValue = queryScaleOf(rw, loc, op);
     Value qTile =
         tileToF32(rw, loc, loadHeadRows(rw, loc, q, bIv, q0, qRows, hIv, QT),
                   false, scaleValue);

@@ -182,22 +182,7 @@ AttentionOp splitOne(AttentionOp op, const SplitForm &form, IRRewriter &rw) {
     Block *body = chunkLoop.getBody();
     rw.setInsertionPointToStart(body);
     Value bIv = body->getArgument(0), cIv = body->getArgument(1);
-    FlashTile ft;
-    ft.k = op.getKey();
-    ft.v = op.getValue();
-    ft.kScales = op.getKScales();
-    ft.vScales = op.getVScales();
-    ft.batch = bIv;
-    ft.tkv = Tkv;
-    if (Value lens = op.getKvLens()) {
-      Value l32 = rw.create<tensor::ExtractOp>(loc, lens, ValueRange{bIv});
-      ft.kvLen = rw.create<arith::IndexCastOp>(loc, rw.getIndexType(), l32);
-    }
-    ft.rows = R;
-    ft.keyTile = KT;
-    ft.clauses = op.maskClauses();
-    if (std::optional<APFloat> c = op.getSoftcap())
-      ft.softcap = c->convertToFloat();
+    FlashTile ft = FlashTile::forOp(rw, loc, op, bIv, Tkv, R, KT);
     // Query token t sits at t + Tkv - Tq (t + kv_lens[b] - Tq in a ragged
     // batch); row r is token r / group.
     Value offset = op.getPerSequence() ? im.sub(ft.kvLen, Tq) : im.sub(Tkv, Tq);
@@ -205,16 +190,7 @@ AttentionOp splitOne(AttentionOp op, const SplitForm &form, IRRewriter &rw) {
       IndexMath gm{g, gl};
       return gm.add(gm.floorDiv(row, gm.c(group)), offset);
     };
-    Value scaleValue;
-    const float scale = op.getScale().convertToFloat();
-    if (scale != 1.0f)
-      scaleValue = rw.create<arith::ConstantOp>(loc, rw.getF32FloatAttr(scale));
-    if (Value factor = op.getScaleFactor()) {
-      Value f = rw.create<tensor::ExtractOp>(loc, factor, ValueRange{im.c(0)});
-      scaleValue =
-          scaleValue ? rw.create<arith::MulFOp>(loc, scaleValue, f).getResult()
-                     : f;
-    }
+    Value scaleValue = queryScaleOf(rw, loc, op);
 
     // The Q tiles of every K/V head, [kv, R, dk], read once per task: head
     // g's rows are q[b, 0:Tq, g*group : (g+1)*group, :] padded to D

@@ -49,6 +49,11 @@ struct ScheduleSpace {
 std::string declaredViolation(const std::vector<ParamDecl> &params,
                               const ScheduleParams &p);
 
+/// The split-KV decode parameters both CPU backends declare (issue 13):
+/// split_tasks (parallel tasks per core the key-axis chunks aim for, 0: no
+/// split) and split_min_keys (the fewest keys per chunk).
+std::vector<ParamDecl> splitKvParams();
+
 /// One way to move a default point: a parameter and the direction
 /// (-1: toward smaller allowed values, +1: toward larger ones).
 struct ParamStep {
