@@ -492,23 +492,30 @@ int main(int argc, char **argv) {
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.5);
   };
-  kernelCases(
-      kDecode, 0,
-      {{"Decode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
-       {"Decode_f32_kvi8_paged16/mhagen", "bench_gqa_f32_kvi8_paged16"}});
+  kernelCases(kDecode, 0,
+              {{"Decode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
+               {"Decode_f32_kvi8_paged16/mhagen", "bench_gqa_f32_kvi8_paged16"},
+               {"Decode_f32_paged16/mhagen_mlir", "bench_gqa_f32_paged16_mlir"},
+               {"Decode_f32_kvi8_paged16/mhagen_mlir",
+                "bench_gqa_f32_kvi8_paged16_mlir"}});
   kernelCases(
       kRaggedDecode, kRaggedMinLen,
       {{"RaggedDecode_f32/mhagen", "bench_gqa_f32_pad"},
        {"RaggedDecode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
        {"RaggedDecode_f32_kvi8_paged16/mhagen", "bench_gqa_f32_kvi8_paged16"},
+       {"RaggedDecode_f32_paged16/mhagen_mlir", "bench_gqa_f32_paged16_mlir"},
        {"RaggedDecode_f32_ragged_paged16/mhagen",
         "bench_gqa_f32_ragged_paged16"},
+       {"RaggedDecode_f32_ragged_paged16/mhagen_mlir",
+        "bench_gqa_f32_ragged_paged16_mlir"},
        {"RaggedDecode_f32_ragged/mhagen", "bench_gqa_f32_ragged"}});
   kernelCases(
       kRaggedServe, kRaggedMinLen,
       {{"RaggedServe_f32/mhagen", "bench_gqa_f32_ragged"},
        {"RaggedServe_f32_paged16/mhagen", "bench_gqa_f32_ragged_paged16"},
        {"RaggedServe_f32/mhagen_mlir", "bench_gqa_f32_ragged_mlir"},
+       {"RaggedServe_f32_paged16/mhagen_mlir",
+        "bench_gqa_f32_ragged_paged16_mlir"},
        {"RaggedServe_f32_padded_paged16/mhagen", "bench_gqa_f32_paged16"}});
   // Each score modifier alone on S1 and S2 (issue 14: at most 10 % over
   // the plain kernel, S1_f32/mhagen and S2_f32/mhagen above), and the

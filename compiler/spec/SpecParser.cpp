@@ -854,10 +854,6 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
       rule("kv_cache", v,
            "a paged K/V cache is built for CPU targets only; " +
                s.target.str() + " is a GPU target");
-    else if (s.backend == Backend::Mlir)
-      rule("kv_cache", v,
-           "a paged K/V cache is built by the halide backend only (backend "
-           "= mlir)");
     else if (s.T_kv)
       rule("kv_cache", v,
            "a paged cache takes its lengths at call time (kv_lens): drop "

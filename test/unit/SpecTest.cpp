@@ -354,7 +354,6 @@ TEST(SpecErrors, PagedKvCacheRules) {
     const char *extra, *rule;
   };
   for (Case c : {Case{"op = layer", "needs op = sdpa"},
-                 Case{"op = sdpa; backend = mlir", "halide backend only"},
                  Case{"op = sdpa; target = cuda_sm90", "CPU targets only"},
                  Case{"op = sdpa; Tkv = 512", "drop the static Tkv"}}) {
     SpecDiagnostic d = firstError(std::string("spec a { d = 64; h = 4; ") +
@@ -363,6 +362,10 @@ TEST(SpecErrors, PagedKvCacheRules) {
     EXPECT_EQ(d.value, "paged(16)");
     EXPECT_NE(d.rule.find(c.rule), std::string::npos) << d.rule;
   }
+  // Both CPU backends read a paged cache.
+  EXPECT_TRUE(one("spec a { op = sdpa; d = 64; h = 4; backend = mlir; "
+                  "kv_cache = paged(16) }")
+                  .pagedKv());
   SpecDiagnostic d = firstError("spec a { op = sdpa; d = 64; h = 4; "
                                 "kv_cache = paged(65537) }");
   EXPECT_NE(d.rule.find("BLOCK must be <= 65536"), std::string::npos);

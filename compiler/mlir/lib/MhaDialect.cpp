@@ -100,10 +100,30 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "value and init head widths differ ("
                          << v.getDimSize(3) << " vs " << init.getDimSize(3)
                          << ")";
-  if (!compatible(q.getDimSize(0), k.getDimSize(0)) ||
-      !compatible(q.getDimSize(0), v.getDimSize(0)) ||
-      !compatible(q.getDimSize(0), init.getDimSize(0)))
+  // A paged cache's K/V are a pool of blocks: dimension 0 counts blocks,
+  // not batches, and dimension 1 is the block's static token count.
+  const Value table = getBlockTable();
+  if (!compatible(q.getDimSize(0), init.getDimSize(0)) ||
+      (!table && (!compatible(q.getDimSize(0), k.getDimSize(0)) ||
+                  !compatible(q.getDimSize(0), v.getDimSize(0)))))
     return emitOpError() << "batch sizes (dimension 0) differ";
+  if (table) {
+    auto tt = cast<RankedTensorType>(table.getType());
+    if (tt.getRank() != 2 || !tt.getElementType().isInteger(32))
+      return emitOpError() << "block_table must be a rank-2 tensor of i32 "
+                              "([batch, blocks per sequence]), got "
+                           << tt;
+    if (!compatible(tt.getDimSize(0), q.getDimSize(0)))
+      return emitOpError() << "block_table needs one row per batch";
+    if (!compatible(k.getDimSize(0), v.getDimSize(0)))
+      return emitOpError() << "key and value block counts differ";
+    if (ShapedType::isDynamic(k.getDimSize(1)) || k.getDimSize(1) <= 0)
+      return emitOpError() << "a paged key/value pool needs a static block "
+                              "size > 0 (dimension 1)";
+    if (!getPerSequence())
+      return emitOpError() << "block_table needs per_sequence (a paged "
+                              "sequence's queries are its last positions)";
+  }
   if (!compatible(k.getDimSize(1), v.getDimSize(1)))
     return emitOpError() << "key and value token counts differ";
   if (!compatible(q.getDimSize(1), init.getDimSize(1)))

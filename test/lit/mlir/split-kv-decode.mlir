@@ -175,13 +175,13 @@ func.func @static_decode_sinks(%q: tensor<?x1x4x64xf32>,
 // I8-SAME: (%{{.*}}: tensor<?x?x4x64xf32>, %[[K:.*]]: tensor<?x?x2x64xi8>, %[[V:.*]]: tensor<?x?x2x64xi8>, %[[KS:.*]]: tensor<?x?x2xf32>, %[[VS:.*]]: tensor<?x?x2xf32>, %{{.*}}: tensor<?x?x4x64xf32>)
 // I8: scf.for %[[HG:.*]] = %c0 to %c2 step %c1 iter_args({{.*}}) -> (tensor<2x2x64xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
 // I8: %[[K0:.*]] = arith.muli %{{.*}}, %c32
-// I8: tensor.extract_slice %[[KS]][%[[B:.*]], %[[K0]], %[[HG]]] [1, %{{.*}}, 1] [1, 1, 1] : tensor<?x?x2xf32> to tensor<?xf32>
-// I8: tensor.extract_slice %[[K]][%[[B]], %[[K0]], %[[HG]], 0] {{.*}} : tensor<?x?x2x64xi8> to tensor<?x64xi8>
+// I8: tensor.extract_slice %[[K]][%[[B:.*]], %[[K0]], %[[HG]], 0] {{.*}} : tensor<?x?x2x64xi8> to tensor<?x64xi8>
+// I8: tensor.extract_slice %[[KS]][%[[B]], %[[K0]], %[[HG]]] [1, %{{.*}}, 1] [1, 1, 1] : tensor<?x?x2xf32> to tensor<?xf32>
 // I8: linalg.generic {indexing_maps = [#[[TR]], #[[COL]], #[[ID]]], {{.*}} ins(%{{.*}}, %{{.*}} : tensor<32x64xi8>, tensor<32xf32>) outs(%{{.*}} : tensor<64x32xf32>)
 // I8: arith.sitofp %{{.*}} : i8 to f32
 // I8: arith.mulf
-// I8: tensor.extract_slice %[[VS]][%[[B]], %[[K0]], %[[HG]]]
 // I8: tensor.extract_slice %[[V]][%[[B]], %[[K0]], %[[HG]], 0]
+// I8: tensor.extract_slice %[[VS]][%[[B]], %[[K0]], %[[HG]]]
 // I8: linalg.generic {indexing_maps = [#[[ID]], #[[ROW]], #[[ID]]], {{.*}} ins(%{{.*}}, %{{.*}} : tensor<32x64xi8>, tensor<32xf32>) outs(%{{.*}} : tensor<32x64xf32>)
 // I8: arith.sitofp %{{.*}} : i8 to f32
 // I8: arith.mulf

@@ -420,3 +420,78 @@ func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x
          -> tensor<?x?x4x64xf32>
   return %r : tensor<?x?x4x64xf32>
 }
+
+// -----
+
+// A block table is [batch, blocks per sequence] of i32.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x16x2x64xf32>, %v: tensor<?x16x2x64xf32>, %lens: tensor<?xi32>, %t: tensor<?x?xi64>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{block_table must be a rank-2 tensor of i32 ([batch, blocks per sequence]), got 'tensor<?x?xi64>'}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x16x2x64xf32>, tensor<?x16x2x64xf32>)
+         kv_lens(%lens : tensor<?xi32>)
+         block_table(%t : tensor<?x?xi64>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = true>, per_sequence}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// A paged pool's block size is static.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x?x2x64xf32>, %v: tensor<?x?x2x64xf32>, %lens: tensor<?xi32>, %t: tensor<?x?xi32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{a paged key/value pool needs a static block size > 0 (dimension 1)}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x?x2x64xf32>, tensor<?x?x2x64xf32>)
+         kv_lens(%lens : tensor<?xi32>)
+         block_table(%t : tensor<?x?xi32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = true>, per_sequence}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// Key and value come from pools of one block count.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<100x16x2x64xf32>, %v: tensor<90x16x2x64xf32>, %lens: tensor<?xi32>, %t: tensor<?x?xi32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{key and value block counts differ}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<100x16x2x64xf32>, tensor<90x16x2x64xf32>)
+         kv_lens(%lens : tensor<?xi32>)
+         block_table(%t : tensor<?x?xi32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = true>, per_sequence}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// A paged sequence's queries are its last positions.
+func.func @f(%q: tensor<?x?x4x64xf32>, %k: tensor<?x16x2x64xf32>, %v: tensor<?x16x2x64xf32>, %lens: tensor<?xi32>, %t: tensor<?x?xi32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{block_table needs per_sequence (a paged sequence's queries are its last positions)}}
+  %r = mha.attention ins(%q, %k, %v : tensor<?x?x4x64xf32>, tensor<?x16x2x64xf32>, tensor<?x16x2x64xf32>)
+         kv_lens(%lens : tensor<?xi32>)
+         block_table(%t : tensor<?x?xi32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = true>}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}
+
+// -----
+
+// One table row per batch.
+func.func @f(%q: tensor<2x?x4x64xf32>, %k: tensor<?x16x2x64xf32>, %v: tensor<?x16x2x64xf32>, %lens: tensor<?xi32>, %t: tensor<3x?xi32>, %o: tensor<?x?x4x64xf32>) -> tensor<?x?x4x64xf32> {
+  // expected-error @+1 {{block_table needs one row per batch}}
+  %r = mha.attention ins(%q, %k, %v : tensor<2x?x4x64xf32>, tensor<?x16x2x64xf32>, tensor<?x16x2x64xf32>)
+         kv_lens(%lens : tensor<?xi32>)
+         block_table(%t : tensor<3x?xi32>)
+         outs(%o : tensor<?x?x4x64xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = true>, per_sequence}
+         -> tensor<?x?x4x64xf32>
+  return %r : tensor<?x?x4x64xf32>
+}

@@ -161,7 +161,8 @@ mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
                            Type resultType, Value q, Value k, Value v,
                            Value lens, const ModifierOperands &mods, Value init,
                            Value lseInit = Value(), Value kScales = Value(),
-                           Value vScales = Value()) {
+                           Value vScales = Value(),
+                           Value blockTable = Value()) {
   // The mask: its first conjunction, and the others as alternatives.
   auto clause = [&](const MaskClause &c) {
     return mha::MaskAttr::get(b.getContext(), c.causal, c.window, c.padding,
@@ -176,13 +177,15 @@ mha::AttentionOp attention(OpBuilder &b, Location loc, const AttentionSpec &s,
       s.scaleAtRuntime ? 1.0f : static_cast<float>(s.effectiveScale());
   return b.create<mha::AttentionOp>(
       loc, resultType, lseInit ? lseInit.getType() : Type(), q, k, v, lens,
-      mods.sinks, mods.slopes, mods.scaleFactor, kScales, vScales, init,
-      lseInit, b.getI64IntegerAttr(s.h), b.getI64IntegerAttr(s.n_kv),
+      mods.sinks, mods.slopes, mods.scaleFactor, kScales, vScales, blockTable,
+      init, lseInit, b.getI64IntegerAttr(s.h), b.getI64IntegerAttr(s.n_kv),
       b.getF32FloatAttr(scale), clause(m.single()),
       alternatives.empty() ? ArrayAttr() : b.getArrayAttr(alternatives),
       s.softcap ? b.getF32FloatAttr(static_cast<float>(*s.softcap))
                 : FloatAttr(),
-      s.ragged ? b.getUnitAttr() : UnitAttr());
+      // A ragged batch's or a paged cache's queries are each sequence's
+      // last positions (docs/design.md §5).
+      s.ragged || s.pagedKv() ? b.getUnitAttr() : UnitAttr());
 }
 
 void storeResult(OpBuilder &b, Location loc, Value result, Value out) {
@@ -207,9 +210,13 @@ void sdpaBody(OpBuilder &b, Location loc, const AttentionSpec &s,
     kScales = toTensor(b, loc, a["k_scale"], false);
     vScales = toTensor(b, loc, a["v_scale"], false);
   }
+  // kv_cache = paged(BLOCK): K/V (and scales) are the pool of blocks, read
+  // through the block table.
+  Value table =
+      s.pagedKv() ? toTensor(b, loc, a["block_table"], false) : Value();
   mha::AttentionOp o = attention(b, loc, s, init.getType(), qt, kt, vt, lens,
                                  modifierOperands(b, loc, s, a), init, lseInit,
-                                 kScales, vScales);
+                                 kScales, vScales, table);
   if (lseInit)
     b.create<bufferization::MaterializeInDestinationOp>(
         loc, TypeRange{}, o.getLse(), a["lse"], /*restrict=*/true,

@@ -10,6 +10,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
 
+#include <numeric>
+
 using namespace mlir;
 
 namespace mhagen::mha {
@@ -144,6 +146,23 @@ Value queryScaleOf(OpBuilder &b, Location loc, AttentionOp op) {
   return scale;
 }
 
+Value keyLengthOf(OpBuilder &b, Location loc, AttentionOp op) {
+  if (Value table = op.getBlockTable()) {
+    IndexMath im{b, loc};
+    const int64_t block =
+        cast<RankedTensorType>(op.getKey().getType()).getDimSize(1);
+    return im.mul(b.create<tensor::DimOp>(loc, table, 1), im.c(block));
+  }
+  return b.create<tensor::DimOp>(loc, op.getKey(), 1);
+}
+
+int64_t keyTileFor(AttentionOp op, int64_t keyTile) {
+  if (!op.getBlockTable())
+    return keyTile;
+  return std::gcd(keyTile,
+                  cast<RankedTensorType>(op.getKey().getType()).getDimSize(1));
+}
+
 FlashTile FlashTile::forOp(OpBuilder &b, Location loc, AttentionOp op,
                            Value batch, Value tkv, int64_t rows,
                            int64_t keyTile) {
@@ -154,6 +173,10 @@ FlashTile FlashTile::forOp(OpBuilder &b, Location loc, AttentionOp op,
   ft.vScales = op.getVScales();
   ft.batch = batch;
   ft.tkv = tkv;
+  if (Value table = op.getBlockTable()) {
+    ft.blockTable = table;
+    ft.kvBlock = cast<RankedTensorType>(ft.k.getType()).getDimSize(1);
+  }
   if (Value lens = op.getKvLens()) {
     Value l32 = b.create<tensor::ExtractOp>(loc, lens, ValueRange{batch});
     ft.kvLen = b.create<arith::IndexCastOp>(loc, b.getIndexType(), l32);
@@ -212,18 +235,41 @@ SmallVector<Value> FlashTile::step(RewriterBase &rw, Location l, Value qTile,
   Type f32 = rw.getF32Type();
   Value k0 = bm.mul(kt, bm.c(KT));
   Value kRows = bm.min(bm.c(KT), bm.sub(tkv, k0));
+  // Where the tile's rows are: rows [k0, k0 + kRows) of this batch, or in
+  // a paged cache (KT divides BLOCK: one block holds the tile) slots
+  // [k0 % BLOCK, ...) of block block_table[batch, k0 / BLOCK]. The table
+  // column and the block index are clamped, so no table makes the tile
+  // leave the table or the pool, and the rows stop at the sequence's
+  // length: slots past it may never have been written (NaN), and a NaN
+  // times its zero weight in P V would still be NaN.
+  Value from = batch, t0 = k0;
+  if (blockTable) {
+    Value column =
+        bm.min(bm.floorDiv(k0, bm.c(kvBlock)),
+               bm.sub(rw.create<tensor::DimOp>(l, blockTable, 1), bm.c(1)));
+    Value entry =
+        rw.create<tensor::ExtractOp>(l, blockTable, ValueRange{batch, column});
+    Value lastBlock = bm.sub(rw.create<tensor::DimOp>(l, k, 0), bm.c(1));
+    from = bm.max(bm.c(0), bm.min(rw.create<arith::IndexCastOp>(
+                                      l, rw.getIndexType(), entry),
+                                  lastBlock));
+    t0 = rw.create<arith::RemSIOp>(l, k0, bm.c(kvBlock));
+    kRows = bm.max(bm.c(0), bm.min(kRows, bm.sub(kvLen, k0)));
+  }
   // The K/V tiles of this head, widened to f32 once (int8: times each
   // row's scale).
-  auto scalesOf = [&](Value from) {
-    return from ? loadHeadScales(rw, l, from, batch, k0, kRows, kvHead, KT)
-                : Value();
+  auto scalesOf = [&](Value src) {
+    return src ? loadHeadScales(rw, l, src, from, t0, kRows, kvHead, KT)
+               : Value();
   };
-  Value kT =
-      kvTileToF32(rw, l, loadHeadRows(rw, l, k, batch, k0, kRows, kvHead, KT),
-                  scalesOf(kScales), /*transpose=*/true);
-  Value vTile =
-      kvTileToF32(rw, l, loadHeadRows(rw, l, v, batch, k0, kRows, kvHead, KT),
-                  scalesOf(vScales), /*transpose=*/false);
+  // (Rows, then scales, in statements of their own: the IR's order does
+  // not depend on the compiler's order of evaluating arguments.)
+  Value kRowsTile = loadHeadRows(rw, l, k, from, t0, kRows, kvHead, KT);
+  Value kT = kvTileToF32(rw, l, kRowsTile, scalesOf(kScales),
+                         /*transpose=*/true);
+  Value vRowsTile = loadHeadRows(rw, l, v, from, t0, kRows, kvHead, KT);
+  Value vTile = kvTileToF32(rw, l, vRowsTile, scalesOf(vScales),
+                            /*transpose=*/false);
   auto filled = [&](ArrayRef<int64_t> shape, float value) {
     return filledTensor(rw, l, shape, value);
   };

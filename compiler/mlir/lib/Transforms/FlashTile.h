@@ -71,6 +71,15 @@ struct KeyTileRange {
 mlir::Value queryScaleOf(mlir::OpBuilder &b, mlir::Location loc,
                          AttentionOp op);
 
+/// The keys of `op`'s sequences: T_kv, key dimension 1, or with a paged
+/// cache (block_table) the table's width times the block size.
+mlir::Value keyLengthOf(mlir::OpBuilder &b, mlir::Location loc, AttentionOp op);
+
+/// The key tile `op` is lowered with: `keyTile`, or with a paged cache the
+/// largest divisor of BLOCK it holds, gcd(keyTile, BLOCK), so that a key
+/// tile is one slice of one block.
+int64_t keyTileFor(AttentionOp op, int64_t keyTile);
+
 /// One query tile's walk over the keys of K/V head `kvHead`.
 struct FlashTile {
   /// The walk of `op`'s keys for batch `batch` (T_kv `tkv`): K/V and
@@ -82,9 +91,13 @@ struct FlashTile {
 
   mlir::Value k, v;             ///< [B, Tkv, kv, dk] and [B, Tkv, kv, dv]
   mlir::Value kScales, vScales; ///< int8 K/V: [B, Tkv, kv] f32; else null
-  mlir::Value batch, kvHead;    ///< the task's batch and K/V head
-  mlir::Value tkv;              ///< T_kv
-  mlir::Value kvLen;            ///< kv_lens[batch]; null without padding
+  /// A paged cache: [B, W] i32, and K/V (and their scales) are blocks
+  /// [num_blocks, kvBlock, ...]; null for a contiguous cache.
+  mlir::Value blockTable;
+  int64_t kvBlock = 0;
+  mlir::Value batch, kvHead; ///< the task's batch and K/V head
+  mlir::Value tkv;           ///< T_kv
+  mlir::Value kvLen;         ///< kv_lens[batch]; null without padding
   int64_t rows = 0, keyTile = 0;
   llvm::SmallVector<MaskAttr> clauses;
   std::optional<float> softcap;

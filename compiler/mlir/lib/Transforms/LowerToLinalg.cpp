@@ -67,10 +67,10 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     Type et = qType.getElementType();
     Type f32 = rw.getF32Type();
 
-    Value q = op.getQuery(), k = op.getKey();
+    Value q = op.getQuery();
     Value B = rw.create<tensor::DimOp>(loc, q, 0);
     Value Tq = rw.create<tensor::DimOp>(loc, q, 1);
-    Value Tkv = rw.create<tensor::DimOp>(loc, k, 1);
+    Value Tkv = keyLengthOf(rw, loc, op);
     Value numQT = im.ceilDiv(Tq, im.c(QT));
     Value tailOffset = im.sub(Tkv, Tq); // query i sits at i + Tkv - Tq
 
@@ -94,7 +94,9 @@ struct LowerAttention : OpRewritePattern<AttentionOp> {
     Value q0 = im.mul(qtIv, im.c(QT));
     Value qRows = im.min(im.c(QT), im.sub(Tq, q0));
 
-    FlashTile ft = FlashTile::forOp(rw, loc, op, bIv, Tkv, QT, KT);
+    // A paged cache's key tile divides its block (FlashTile.h).
+    FlashTile ft =
+        FlashTile::forOp(rw, loc, op, bIv, Tkv, QT, keyTileFor(op, KT));
     ft.kvHead = rw.create<arith::DivUIOp>(loc, hIv, im.c(group));
     // per_sequence (a ragged batch): query i sits at i + kv_lens[b] - Tq,
     // its own sequence's last positions.

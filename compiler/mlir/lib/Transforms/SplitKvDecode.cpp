@@ -124,7 +124,7 @@ AttentionOp splitOne(AttentionOp op, const SplitForm &form, IRRewriter &rw) {
   Value q = op.getQuery();
   Value B = rw.create<tensor::DimOp>(loc, q, 0);
   Value Tq = rw.create<tensor::DimOp>(loc, q, 1);
-  Value Tkv = rw.create<tensor::DimOp>(loc, op.getKey(), 1);
+  Value Tkv = keyLengthOf(rw, loc, op);
 
   // The branch on T_q (none when T_q is static).
   scf::IfOp branch;
@@ -457,8 +457,10 @@ struct MhaSplitKvDecodePass
       for (int64_t tokens : tiers) {
         if (!op)
           break;
-        const SplitForm form{tokens, keyTile, splitTasks,
-                             std::max<int64_t>(1, splitMinKeys / keyTile),
+        // A paged cache's tile divides its block (FlashTile.h).
+        const int64_t kt = keyTileFor(op, keyTile);
+        const SplitForm form{tokens, kt, splitTasks,
+                             std::max<int64_t>(1, splitMinKeys / kt),
                              maxSplits};
         op = splitOne(op, form, rw);
       }

@@ -32,6 +32,16 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     token, K/V head): K[b, t, g, :] = k_scales[b, t, g] * the int8 row.
     Every tile is widened to f32 once, as for bf16/f16.
 
+    With `block_table` (a paged cache, `kv_cache = paged(BLOCK)`, docs/
+    design.md §5 "Paged K/V") key and value are a pool of blocks
+    [num_blocks, BLOCK, kv, dk] (BLOCK static; int8 scales [num_blocks,
+    BLOCK, kv]) and token t of batch b is slot t % BLOCK of block
+    block_table[b, t / BLOCK] (tensor<B x W x i32>); T_kv = W * BLOCK.
+    It needs `per_sequence` and `kv_lens`. Key tiles divide BLOCK (the
+    lowering takes gcd(key tile, BLOCK)), so a tile is one slice of one
+    block; table and block indices are clamped and rows past kv_lens[b]
+    are read as zeros (slots never written may hold NaN).
+
     With `per_sequence` (a ragged batch, docs/design.md §5) each batch's
     queries are its last positions: query i of batch b sits at i +
     kv_lens[b] - Tq (bottom-right per sequence) instead of i + Tkv - Tq;
@@ -59,6 +69,7 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
                        Optional<AnyRankedTensor>:$scale_factor,
                        Optional<AnyRankedTensor>:$k_scales,
                        Optional<AnyRankedTensor>:$v_scales,
+                       Optional<AnyRankedTensor>:$block_table,
                        AnyRankedTensor:$init,
                        Optional<AnyRankedTensor>:$lse_init,
                        I64Attr:$num_heads, I64Attr:$num_kv_heads,
@@ -77,6 +88,7 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     (`scale_factor` `(` $scale_factor^ `:` type($scale_factor) `)`)?
     (`kv_scales` `(` $k_scales^ `,` $v_scales `:` type($k_scales) `,`
      type($v_scales) `)`)?
+    (`block_table` `(` $block_table^ `:` type($block_table) `)`)?
     `outs` `(` $init `:` type($init) `)`
     (`lse` `(` $lse_init^ `:` type($lse_init) `)`)?
     attr-dict `->` type($result) (`,` type($lse)^)?
