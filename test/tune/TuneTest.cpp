@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -131,6 +132,39 @@ TEST(SearchSpace, LongStaticTGrowsTheQueryTileWithinTheL2) {
   // A 512 KiB L2 (Zen 3): 256 KiB of scratch holds 96 rows with their
   // staged 32-key K/V tile (4 B x rows x 468 floats + 32 KiB).
   EXPECT_EQ(rowsFor(2048, 512 * 1024), 96);
+}
+
+// A paged cache on the MLIR backend: every key tile in the space, and the
+// default, divides the block (a tile is one slice of one block) and is at
+// most 16 or a multiple of 16 (tiles of 24 ran ~10x slower), so the
+// manifest's key_tile is the tile the kernel walks.
+TEST(SearchSpace, MlirPagedKeyTilesDivideTheBlock) {
+  bool built = false;
+  for (const KernelBackend *b : availableBackends())
+    built = built || b->id() == Backend::Mlir;
+  if (!built)
+    GTEST_SKIP() << "this build has no MLIR backend (MHAGEN_ENABLE_MLIR=OFF)";
+  const std::map<int64_t, int64_t> defaultTile = {
+      {1, 1}, {7, 7}, {12, 12}, {16, 16}, {48, 16}, {64, 32}, {100, 10}};
+  for (const auto &[block, want] : defaultTile) {
+    AttentionSpec s =
+        parseSpecs("spec p { op = sdpa; d = 256; h = 4; kv = 2; backend = "
+                   "mlir; target = avx2; kv_cache = paged(" +
+                       std::to_string(block) + ") }",
+                   "t")
+            .at(0);
+    ScheduleSpace space = kernelBackend(Backend::Mlir).scheduleSpace(s);
+    EXPECT_EQ(space.defaults.at("key_tile"), want) << "paged(" << block << ")";
+    EXPECT_TRUE(space.valid(space.defaults)) << space.violation(space.defaults);
+    for (const ParamDecl &d : space.params)
+      if (d.name == "key_tile") {
+        EXPECT_TRUE(std::is_sorted(d.values.begin(), d.values.end()));
+        for (int64_t kt : d.values) {
+          EXPECT_EQ(block % kt, 0) << "paged(" << block << "): " << kt;
+          EXPECT_TRUE(kt <= 16 || kt % 16 == 0) << kt;
+        }
+      }
+  }
 }
 
 TEST(SearchSpace, ProposalsAreValidAndNeverRepeat) {

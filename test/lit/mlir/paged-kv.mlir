@@ -1,13 +1,14 @@
 // A paged K/V cache (kv_cache = paged(BLOCK), docs/design.md §5 "Paged
 // K/V") in both lowering forms. K and V are a pool of blocks [num_blocks,
 // BLOCK, kv, dk]; token t of batch b is slot t % BLOCK of block
-// block_table[b, t / BLOCK]. The key tile is gcd(key-tile, BLOCK) (here
-// 16), so each K/V tile is one slice of one block: one table load per tile,
+// block_table[b, t / BLOCK]. The key tile is the largest divisor of BLOCK
+// up to key-tile that is at most 16 or a multiple of 16 (here 16), so each
+// K/V tile is one slice of one block: one table load per tile,
 // the column and the block index clamped into the table and the pool, the
 // rows cut at the sequence's length (later slots may hold NaN) -- no gather.
 // RUN: mha-opt %s --mha-lower-to-linalg="query-tile=16 key-tile=32" --canonicalize --cse | FileCheck %s --check-prefix=FLASH
 // RUN: mha-opt %s --mha-split-kv-decode="decode-tokens=1 key-tile=32 split-tasks=8 split-min-keys=64" --canonicalize --cse | FileCheck %s --check-prefix=SPLIT
-// RUN: mha-opt %s --mha-lower-to-linalg="query-tile=16 key-tile=64" --canonicalize --cse | FileCheck %s --check-prefix=I8
+// RUN: mha-opt %s --mha-lower-to-linalg="query-tile=16 key-tile=32" --canonicalize --cse | FileCheck %s --check-prefix=I8
 
 // FLASH-LABEL: func.func @paged_causal
 // FLASH-SAME: (%[[Q:.*]]: tensor<?x?x8x64xf32>, %[[K:.*]]: tensor<?x16x2x64xf32>, %[[V:.*]]: tensor<?x16x2x64xf32>, %[[LENS:.*]]: tensor<?xi32>, %[[TABLE:.*]]: tensor<?x?xi32>, %{{.*}}: tensor<?x?x8x64xf32>)
@@ -83,8 +84,9 @@ func.func @paged_causal(%q: tensor<?x?x8x64xf32>, %k: tensor<?x16x2x64xf32>,
   return %r : tensor<?x?x8x64xf32>
 }
 
-// int8 blocks of 48 (not a power of two) under key-tile 64: tiles of
-// gcd(64, 48) = 16, three to a block; the scales come from the same block
+// int8 blocks of 48 (not a power of two) under key-tile 32: tiles of 16,
+// three to a block (24 divides 48 too, but a tile above 16 that is not a
+// multiple of 16 runs ~10x slower); the scales come from the same block
 // and slot as the rows.
 // I8-LABEL: func.func @paged_i8
 // I8-SAME: %[[K:[^:]*]]: tensor<?x48x1x64xi8>, %[[V:[^:]*]]: tensor<?x48x1x64xi8>, %{{.*}}: tensor<?xi32>, %[[KS:[^:]*]]: tensor<?x48x1xf32>, %[[VS:[^:]*]]: tensor<?x48x1xf32>, %[[TABLE:[^:]*]]: tensor<?x?xi32>

@@ -227,6 +227,21 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
                     {"vector_width", t.f32Lanes},
                     {"rows", 4},
                     {"cols", 2}};
+  // A paged cache: the passes walk key tiles of pagedKeyTile(key_tile,
+  // BLOCK), one slice of one block each, so the space holds those tiles
+  // and the manifest records the tile the kernel walks.
+  if (s.pagedKv()) {
+    std::vector<int64_t> tiles;
+    for (int64_t kt : {16, 32, 64, 128}) {
+      const int64_t g = mha::pagedKeyTile(kt, s.kv_block);
+      if (std::find(tiles.begin(), tiles.end(), g) == tiles.end())
+        tiles.push_back(g);
+    }
+    for (ParamDecl &d : space.params)
+      if (d.name == "key_tile")
+        d.values = tiles;
+    space.defaults["key_tile"] = mha::pagedKeyTile(32, s.kv_block);
+  }
   if (s.op == Op::Layer) {
     space.params.push_back(
         {"gemm_rows", {32, 64, 128}, "rows per parallel projection block"});

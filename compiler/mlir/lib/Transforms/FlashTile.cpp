@@ -1,6 +1,8 @@
 //===- FlashTile.cpp - one query tile's walk over its key tiles -----------===//
 #include "FlashTile.h"
 
+#include "mhagen/mlir/MhaPasses.h"
+
 #include "OnlineSoftmax.h"
 
 #include "mhagen/spec/SoftmaxNumerics.h"
@@ -10,7 +12,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Utils/Utils.h"
 
-#include <numeric>
+#include <algorithm>
 
 using namespace mlir;
 
@@ -156,11 +158,18 @@ Value keyLengthOf(OpBuilder &b, Location loc, AttentionOp op) {
   return b.create<tensor::DimOp>(loc, op.getKey(), 1);
 }
 
+int64_t pagedKeyTile(int64_t keyTile, int64_t block) {
+  for (int64_t t = std::min(keyTile, block); t > 1; --t)
+    if (block % t == 0 && (t <= 16 || t % 16 == 0))
+      return t;
+  return 1;
+}
+
 int64_t keyTileFor(AttentionOp op, int64_t keyTile) {
   if (!op.getBlockTable())
     return keyTile;
-  return std::gcd(keyTile,
-                  cast<RankedTensorType>(op.getKey().getType()).getDimSize(1));
+  return pagedKeyTile(
+      keyTile, cast<RankedTensorType>(op.getKey().getType()).getDimSize(1));
 }
 
 FlashTile FlashTile::forOp(OpBuilder &b, Location loc, AttentionOp op,

@@ -75,9 +75,9 @@ mlir::Value queryScaleOf(mlir::OpBuilder &b, mlir::Location loc,
 /// cache (block_table) the table's width times the block size.
 mlir::Value keyLengthOf(mlir::OpBuilder &b, mlir::Location loc, AttentionOp op);
 
-/// The key tile `op` is lowered with: `keyTile`, or with a paged cache the
-/// largest divisor of BLOCK it holds, gcd(keyTile, BLOCK), so that a key
-/// tile is one slice of one block.
+/// The key tile `op` is lowered with: `keyTile`, or with a paged cache
+/// pagedKeyTile(keyTile, BLOCK) (MhaPasses.h), so that a key tile is one
+/// slice of one block.
 int64_t keyTileFor(AttentionOp op, int64_t keyTile);
 
 /// One query tile's walk over the keys of K/V head `kvHead`.

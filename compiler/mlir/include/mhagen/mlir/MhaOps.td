@@ -38,9 +38,10 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     BLOCK, kv]) and token t of batch b is slot t % BLOCK of block
     block_table[b, t / BLOCK] (tensor<B x W x i32>); T_kv = W * BLOCK.
     It needs `per_sequence` and `kv_lens`. Key tiles divide BLOCK (the
-    lowering takes gcd(key tile, BLOCK)), so a tile is one slice of one
-    block; table and block indices are clamped and rows past kv_lens[b]
-    are read as zeros (slots never written may hold NaN).
+    lowering takes pagedKeyTile(key tile, BLOCK), MhaPasses.h), so a tile
+    is one slice of one block; table and block indices are clamped and
+    rows past kv_lens[b] are read as zeros (slots never written may hold
+    NaN).
 
     With `per_sequence` (a ragged batch, docs/design.md §5) each batch's
     queries are its last positions: query i of batch b sits at i +

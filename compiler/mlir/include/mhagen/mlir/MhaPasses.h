@@ -28,6 +28,16 @@ namespace mhagen::mha {
 #include "mhagen/mlir/MhaPasses.h.inc"
 
 /// Options of the whole pipeline (the backend's schedule parameters).
+/// The key tile the lowering walks a paged cache of `block`-token blocks
+/// with for the option `keyTile`: the largest divisor of `block` that is
+/// at most `keyTile` and at most 16 or a multiple of 16, so that a key
+/// tile is one slice of one block (docs/design.md §5 "Paged K/V"). 32 ->
+/// 16 for blocks of 16 or 48, 7 for blocks of 7, 10 for blocks of 100.
+/// (Tiles of 24 and 25 ran ~10x slower than 16: B1 T_q 64 T_kv 4096 h32
+/// kv8 dk128 causal, blocks of 48, 208 ms at 24 against 18.8 ms at 16;
+/// 2 threads, Sapphire Rapids class, 2026-12-03.)
+int64_t pagedKeyTile(int64_t keyTile, int64_t block);
+
 struct PipelineOptions {
   int64_t queryTile = 32, keyTile = 32;
   int64_t vectorWidth = 16, rows = 4, cols = 2;
