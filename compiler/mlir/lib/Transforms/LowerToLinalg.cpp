@@ -12,6 +12,8 @@
 //                                         its conjunctions' ranges, and a
 //                                         branch around tiles in none
 //       K^T tile [dk x KT], V tile [KT x dv] of K/V head g = head/(h/kv)
+//                                       (a paged cache: one slice of one
+//                                        block through its table)
 //       S  = Q K^T; softcap, ALiBi (if the op has them)
 //       S  = hidden keys -> lowest          (masks as index arithmetic)
 //       m' = max(m, rowmax S);  P = exp(S - m') (0 where hidden)

@@ -27,7 +27,6 @@ namespace mhagen::mha {
 #define GEN_PASS_REGISTRATION
 #include "mhagen/mlir/MhaPasses.h.inc"
 
-/// Options of the whole pipeline (the backend's schedule parameters).
 /// The key tile the lowering walks a paged cache of `block`-token blocks
 /// with for the option `keyTile`: the largest divisor of `block` that is
 /// at most `keyTile` and at most 16 or a multiple of 16, so that a key
@@ -38,6 +37,7 @@ namespace mhagen::mha {
 /// 2 threads, Sapphire Rapids class, 2026-12-03.)
 int64_t pagedKeyTile(int64_t keyTile, int64_t block);
 
+/// Options of the whole pipeline (the backend's schedule parameters).
 struct PipelineOptions {
   int64_t queryTile = 32, keyTile = 32;
   int64_t vectorWidth = 16, rows = 4, cols = 2;
