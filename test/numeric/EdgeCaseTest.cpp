@@ -59,7 +59,7 @@ AttentionSpec specOf(const mhagen_kernel *k) {
 TEST(FullyMasked, PaddingLengthZeroGivesZeros) {
   for (const char *name :
        {"t_sdpa_f32_padding_kv2_dk64", "t_sdpa_f32_causal_padding_kv1_dk80",
-        "t_sdpa_bf16_padding_kv4_dk128"}) {
+        "t_sdpa_bf16_padding_kv4_dk80"}) {
     const mhagen_kernel *k = kernel(name);
     ASSERT_NE(k, nullptr);
     SKIP_UNLESS_USABLE(k);
@@ -74,7 +74,7 @@ TEST(FullyMasked, PaddingLengthZeroGivesZeros) {
 }
 
 TEST(FullyMasked, LayerWithNoVisibleKeyOutputsTheBias) {
-  const mhagen_kernel *k = kernel("t_layer_f32_padding_kv2_dk64");
+  const mhagen_kernel *k = kernel("t_layer_f32_padding_kv2_dk128");
   ASSERT_NE(k, nullptr);
   SKIP_UNLESS_USABLE(k);
   ProblemOptions po;
