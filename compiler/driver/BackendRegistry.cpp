@@ -26,6 +26,13 @@ const std::vector<std::unique_ptr<KernelBackend>> &registry() {
 
 } // namespace
 
+bool backendBuilt(Backend id) {
+  for (const auto &b : registry())
+    if (b->id() == id)
+      return true;
+  return false;
+}
+
 const KernelBackend &kernelBackend(Backend id) {
   for (const auto &b : registry())
     if (b->id() == id)

@@ -98,13 +98,6 @@ ScheduleSpace spaceOf(const AttentionSpec &s) {
   return kernelBackend(s.backend).scheduleSpace(s);
 }
 
-bool backendBuilt(Backend id) {
-  for (const KernelBackend *b : availableBackends())
-    if (b->id() == id)
-      return true;
-  return false;
-}
-
 bool backendGenerates(const AttentionSpec &s) {
   if (!backendBuilt(s.backend))
     return false;

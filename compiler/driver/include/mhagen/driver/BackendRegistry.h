@@ -15,6 +15,8 @@ namespace mhagen {
 const KernelBackend &kernelBackend(Backend id);
 /// The backends this mhagen was built with.
 std::vector<const KernelBackend *> availableBackends();
+/// Whether this mhagen was built with the backend `id`.
+bool backendBuilt(Backend id);
 
 } // namespace mhagen
 
