@@ -49,6 +49,12 @@ SmallVector<MaskAttr> AttentionOp::maskClauses() {
   return all;
 }
 
+int64_t AttentionOp::kvBlockSize() {
+  if (!getBlockTable())
+    return 0;
+  return cast<RankedTensorType>(getKey().getType()).getDimSize(1);
+}
+
 // Dimension d of two shapes agree unless one of them is dynamic.
 static bool compatible(int64_t a, int64_t b) {
   return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;

@@ -61,11 +61,14 @@
 // The chunk count from the table's key tiles of 16.
 // SPLIT: arith.ceildivsi %[[TKV]], %c16
 // SPLIT: scf.forall (%[[B:.*]], %{{.*}}) in
+// The tile's table entry, block and slot are looked up once per tile,
+// above the loop over the K/V heads.
 // SPLIT: scf.for %[[KT:.*]] = {{.*}} iter_args({{.*}}) -> (tensor<2x4x64xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
-// SPLIT: scf.for %[[G:.*]] = %c0 to %c2
-// SPLIT: %[[K0:.*]] = arith.muli %[[KT]], %c16
+// SPLIT-NEXT: %[[K0:.*]] = arith.muli %[[KT]], %c16
 // SPLIT: tensor.extract %[[TABLE]][%[[B]], %{{.*}}] : tensor<?x?xi32>
 // SPLIT: %[[SLOT:.*]] = arith.remsi %[[K0]], %c16
+// SPLIT: scf.for %[[G:.*]] = %c0 to %c2
+// SPLIT-NOT: tensor.extract %[[TABLE]]
 // SPLIT: tensor.extract_slice %[[K]][%[[BLK:.*]], %[[SLOT]], %[[G]], 0] [1, %[[ROWS:.*]], 1, 64]
 // SPLIT: tensor.extract_slice %[[V]][%[[BLK]], %[[SLOT]], %[[G]], 0] [1, %[[ROWS]], 1, 64]
 // Longer calls keep the op, with its table, for the flash form.

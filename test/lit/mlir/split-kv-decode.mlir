@@ -55,10 +55,11 @@
 // CHECK: %[[CHI0:.*]] = arith.addi %[[CLO]], %[[LEN]]
 // CHECK: %[[CHI:.*]] = arith.minsi %[[CHI0]], %[[HI]]
 // The chunk's key tiles, and in each every K/V head: its slice of the
-// tile's token rows, S = Q K^T on the 4 rows of its group.
+// tile's token rows, S = Q K^T on the 4 rows of its group. The tile's
+// first key is computed once per tile, above the head loop.
 // CHECK: %[[ST:.*]]:3 = scf.for %[[KT:.*]] = %[[CLO]] to %[[CHI]] step %c1 iter_args({{.*}}) -> (tensor<2x4x64xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK-NEXT: %[[K0:.*]] = arith.muli %[[KT]], %c32
 // CHECK: scf.for %[[HG:.*]] = %c0 to %c2 step %c1 iter_args({{.*}}) -> (tensor<2x4x64xf32>, tensor<2x4xf32>, tensor<2x4xf32>)
-// CHECK: %[[K0:.*]] = arith.muli %[[KT]], %c32
 // CHECK: tensor.extract_slice %[[K]][%[[BI]], %[[K0]], %[[HG]], 0]
 // CHECK: tensor.extract_slice %[[V]][%[[BI]], %[[K0]], %[[HG]], 0]
 // CHECK: linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<4x64xf32>, tensor<64x32xf32>) outs(%{{.*}} : tensor<4x32xf32>)
@@ -173,8 +174,8 @@ func.func @static_decode_sinks(%q: tensor<?x1x4x64xf32>,
 // SEQ-LABEL: func.func @int8_cache
 // I8-LABEL: func.func @int8_cache
 // I8-SAME: (%{{.*}}: tensor<?x?x4x64xf32>, %[[K:.*]]: tensor<?x?x2x64xi8>, %[[V:.*]]: tensor<?x?x2x64xi8>, %[[KS:.*]]: tensor<?x?x2xf32>, %[[VS:.*]]: tensor<?x?x2xf32>, %{{.*}}: tensor<?x?x4x64xf32>)
-// I8: scf.for %[[HG:.*]] = %c0 to %c2 step %c1 iter_args({{.*}}) -> (tensor<2x2x64xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
 // I8: %[[K0:.*]] = arith.muli %{{.*}}, %c32
+// I8: scf.for %[[HG:.*]] = %c0 to %c2 step %c1 iter_args({{.*}}) -> (tensor<2x2x64xf32>, tensor<2x2xf32>, tensor<2x2xf32>)
 // I8: tensor.extract_slice %[[K]][%[[B:.*]], %[[K0]], %[[HG]], 0] {{.*}} : tensor<?x?x2x64xi8> to tensor<?x64xi8>
 // I8: tensor.extract_slice %[[KS]][%[[B]], %[[K0]], %[[HG]]] [1, %{{.*}}, 1] [1, 1, 1] : tensor<?x?x2xf32> to tensor<?xf32>
 // I8: linalg.generic {indexing_maps = [#[[TR]], #[[COL]], #[[ID]]], {{.*}} ins(%{{.*}}, %{{.*}} : tensor<32x64xi8>, tensor<32xf32>) outs(%{{.*}} : tensor<64x32xf32>)

@@ -151,9 +151,8 @@ Value queryScaleOf(OpBuilder &b, Location loc, AttentionOp op) {
 Value keyLengthOf(OpBuilder &b, Location loc, AttentionOp op) {
   if (Value table = op.getBlockTable()) {
     IndexMath im{b, loc};
-    const int64_t block =
-        cast<RankedTensorType>(op.getKey().getType()).getDimSize(1);
-    return im.mul(b.create<tensor::DimOp>(loc, table, 1), im.c(block));
+    return im.mul(b.create<tensor::DimOp>(loc, table, 1),
+                  im.c(op.kvBlockSize()));
   }
   return b.create<tensor::DimOp>(loc, op.getKey(), 1);
 }
@@ -168,8 +167,7 @@ int64_t pagedKeyTile(int64_t keyTile, int64_t block) {
 int64_t keyTileFor(AttentionOp op, int64_t keyTile) {
   if (!op.getBlockTable())
     return keyTile;
-  return pagedKeyTile(
-      keyTile, cast<RankedTensorType>(op.getKey().getType()).getDimSize(1));
+  return pagedKeyTile(keyTile, op.kvBlockSize());
 }
 
 FlashTile FlashTile::forOp(OpBuilder &b, Location loc, AttentionOp op,
@@ -184,7 +182,7 @@ FlashTile FlashTile::forOp(OpBuilder &b, Location loc, AttentionOp op,
   ft.tkv = tkv;
   if (Value table = op.getBlockTable()) {
     ft.blockTable = table;
-    ft.kvBlock = cast<RankedTensorType>(ft.k.getType()).getDimSize(1);
+    ft.kvBlock = op.kvBlockSize();
   }
   if (Value lens = op.getKvLens()) {
     Value l32 = b.create<tensor::ExtractOp>(loc, lens, ValueRange{batch});
@@ -236,35 +234,44 @@ KeyTileRange hullOf(IndexMath &im, ArrayRef<KeyTileRange> ranges) {
   return h;
 }
 
-SmallVector<Value> FlashTile::step(RewriterBase &rw, Location l, Value qTile,
-                                   Value kt, Value acc, Value m,
-                                   Value lsum) const {
-  IndexMath bm{rw, l};
-  const int64_t QT = rows, KT = keyTile;
-  Type f32 = rw.getF32Type();
-  Value k0 = bm.mul(kt, bm.c(KT));
-  Value kRows = bm.min(bm.c(KT), bm.sub(tkv, k0));
-  // Where the tile's rows are: rows [k0, k0 + kRows) of this batch, or in
+FlashTile::KeyTileRows FlashTile::locate(OpBuilder &b, Location l,
+                                         Value kt) const {
+  IndexMath bm{b, l};
+  KeyTileRows at;
+  at.k0 = bm.mul(kt, bm.c(keyTile));
+  at.rows = bm.min(bm.c(keyTile), bm.sub(tkv, at.k0));
+  // Where the tile's rows are: rows [k0, k0 + rows) of this batch, or in
   // a paged cache (KT divides BLOCK: one block holds the tile) slots
   // [k0 % BLOCK, ...) of block block_table[batch, k0 / BLOCK]. The table
   // column and the block index are clamped, so no table makes the tile
   // leave the table or the pool, and the rows stop at the sequence's
   // length: slots past it may never have been written (NaN), and a NaN
   // times its zero weight in P V would still be NaN.
-  Value from = batch, t0 = k0;
+  at.from = batch;
+  at.t0 = at.k0;
   if (blockTable) {
     Value column =
-        bm.min(bm.floorDiv(k0, bm.c(kvBlock)),
-               bm.sub(rw.create<tensor::DimOp>(l, blockTable, 1), bm.c(1)));
+        bm.min(bm.floorDiv(at.k0, bm.c(kvBlock)),
+               bm.sub(b.create<tensor::DimOp>(l, blockTable, 1), bm.c(1)));
     Value entry =
-        rw.create<tensor::ExtractOp>(l, blockTable, ValueRange{batch, column});
-    Value lastBlock = bm.sub(rw.create<tensor::DimOp>(l, k, 0), bm.c(1));
-    from = bm.max(bm.c(0), bm.min(rw.create<arith::IndexCastOp>(
-                                      l, rw.getIndexType(), entry),
-                                  lastBlock));
-    t0 = rw.create<arith::RemSIOp>(l, k0, bm.c(kvBlock));
-    kRows = bm.max(bm.c(0), bm.min(kRows, bm.sub(kvLen, k0)));
+        b.create<tensor::ExtractOp>(l, blockTable, ValueRange{batch, column});
+    Value lastBlock = bm.sub(b.create<tensor::DimOp>(l, k, 0), bm.c(1));
+    at.from =
+        bm.max(bm.c(0),
+               bm.min(b.create<arith::IndexCastOp>(l, b.getIndexType(), entry),
+                      lastBlock));
+    at.t0 = b.create<arith::RemSIOp>(l, at.k0, bm.c(kvBlock));
+    at.rows = bm.max(bm.c(0), bm.min(at.rows, bm.sub(kvLen, at.k0)));
   }
+  return at;
+}
+
+SmallVector<Value> FlashTile::step(RewriterBase &rw, Location l, Value qTile,
+                                   const KeyTileRows &at, Value acc, Value m,
+                                   Value lsum) const {
+  const int64_t QT = rows, KT = keyTile;
+  Type f32 = rw.getF32Type();
+  const Value k0 = at.k0, from = at.from, t0 = at.t0, kRows = at.rows;
   // The K/V tiles of this head, widened to f32 once (int8: times each
   // row's scale).
   auto scalesOf = [&](Value src) {
@@ -360,12 +367,16 @@ SmallVector<Value> FlashTile::step(RewriterBase &rw, Location l, Value qTile,
   return {accNew, mNew, lNew};
 }
 
-SmallVector<Value> FlashTile::stepIfVisible(RewriterBase &rw, Location l,
-                                            Value qTile,
-                                            ArrayRef<KeyTileRange> ranges,
-                                            Value kt, ValueRange it) const {
+SmallVector<Value>
+FlashTile::stepIfVisible(RewriterBase &rw, Location l, Value qTile,
+                         ArrayRef<KeyTileRange> ranges, Value kt, ValueRange it,
+                         std::optional<KeyTileRows> located) const {
+  auto stepHere = [&] {
+    return step(rw, l, qTile, located ? *located : locate(rw, l, kt), it[0],
+                it[1], it[2]);
+  };
   if (ranges.size() == 1)
-    return step(rw, l, qTile, kt, it[0], it[1], it[2]);
+    return stepHere();
   // A union: visit the tile only if some conjunction's range holds it;
   // otherwise the state passes through unchanged.
   Value inRange;
@@ -380,7 +391,7 @@ SmallVector<Value> FlashTile::stepIfVisible(RewriterBase &rw, Location l,
                                     /*withElseRegion=*/true);
   OpBuilder::InsertionGuard guard(rw);
   rw.setInsertionPointToStart(&visit.getThenRegion().front());
-  rw.create<scf::YieldOp>(l, step(rw, l, qTile, kt, it[0], it[1], it[2]));
+  rw.create<scf::YieldOp>(l, stepHere());
   rw.setInsertionPointToStart(&visit.getElseRegion().front());
   rw.create<scf::YieldOp>(l, it);
   return SmallVector<Value>(visit.getResults());

@@ -125,17 +125,29 @@ struct FlashTile {
                llvm::ArrayRef<KeyTileRange> ranges, mlir::Value lo,
                mlir::Value hi, mlir::ValueRange init) const;
 
+  /// Where key tile `kt`'s K/V rows are, the same for every K/V head:
+  /// its first key k0, the batch (or paged block) and the token (or slot)
+  /// `from`/`t0` they start at, and how many of its keyTile rows exist.
+  struct KeyTileRows {
+    mlir::Value k0, from, t0, rows;
+  };
+  KeyTileRows locate(mlir::OpBuilder &b, mlir::Location loc,
+                     mlir::Value kt) const;
+
   /// The step over key tile `kt` if some range holds it (one range: it
-  /// does), else the state unchanged: (acc', m', l').
+  /// does), else the state unchanged: (acc', m', l'). `located`: the
+  /// tile's rows, located once by a caller that walks several heads per
+  /// key tile (the split-KV form); else located here.
   llvm::SmallVector<mlir::Value>
   stepIfVisible(mlir::RewriterBase &rw, mlir::Location loc, mlir::Value qTile,
                 llvm::ArrayRef<KeyTileRange> ranges, mlir::Value kt,
-                mlir::ValueRange state) const;
+                mlir::ValueRange state,
+                std::optional<KeyTileRows> located = std::nullopt) const;
 
-  /// One online-softmax step over key tile `kt`: (acc', m', l').
+  /// One online-softmax step over the key tile at `at`: (acc', m', l').
   llvm::SmallVector<mlir::Value> step(mlir::RewriterBase &rw,
                                       mlir::Location loc, mlir::Value qTile,
-                                      mlir::Value kt, mlir::Value acc,
+                                      const KeyTileRows &at, mlir::Value acc,
                                       mlir::Value m, mlir::Value l) const;
 };
 

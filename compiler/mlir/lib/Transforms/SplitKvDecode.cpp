@@ -262,6 +262,9 @@ AttentionOp splitOne(AttentionOp op, const SplitForm &form, IRRewriter &rw) {
     auto keyLoop = rw.create<scf::ForOp>(
         loc, cLo, cHi, im.c(1), ValueRange{acc0, m0, l0},
         [&](OpBuilder &b, Location l, Value kt, ValueRange it) {
+          // The tile's rows (in a paged cache: its table entry and
+          // block) are the same for every head: located once here.
+          const FlashTile::KeyTileRows at = ft.locate(b, l, kt);
           auto headLoop = b.create<scf::ForOp>(
               l, IndexMath{b, l}.c(0), IndexMath{b, l}.c(kv),
               IndexMath{b, l}.c(1), it,
@@ -281,7 +284,8 @@ AttentionOp splitOne(AttentionOp op, const SplitForm &form, IRRewriter &rw) {
                     head.stepIfVisible(rw, hl, qTile, ranges, kt,
                                        {headSlice(rw, hl, st[0], g, {R, dv}),
                                         headSlice(rw, hl, st[1], g, {R}),
-                                        headSlice(rw, hl, st[2], g, {R})});
+                                        headSlice(rw, hl, st[2], g, {R})},
+                                       at);
                 rw.create<scf::YieldOp>(
                     hl,
                     ValueRange{headInsert(rw, hl, next[0], st[0], g, {R, dv}),

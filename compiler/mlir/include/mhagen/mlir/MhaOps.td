@@ -98,6 +98,9 @@ def Mha_AttentionOp : Mha_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let extraClassDeclaration = [{
     /// `mask` followed by the `mask_or` alternatives.
     ::llvm::SmallVector<::mhagen::mha::MaskAttr> maskClauses();
+    /// A paged pool's tokens per block (key dimension 1, static by the
+    /// verifier); 0 for a contiguous cache.
+    int64_t kvBlockSize();
   }];
 }
 
