@@ -11,6 +11,12 @@
 // RUN: mha-opt %s --mha-lower-to-linalg="query-tile=16 key-tile=32" \
 // RUN:   --mha-tile-and-vectorize="vector-width=8 rows=4 cols=2" --canonicalize --cse \
 // RUN:   | FileCheck %s --check-prefix=AVX2
+// A key tile of 24 (paged blocks of 48) has no whole-vector divisor:
+// S = Q K^T runs in blocks of 8 columns, never a 24-wide vector (LLVM
+// assembles those from single-element inserts, ~10x slower).
+// RUN: mha-opt %s --mha-lower-to-linalg="query-tile=16 key-tile=24" \
+// RUN:   --mha-tile-and-vectorize="vector-width=16 rows=4 cols=2" --canonicalize --cse \
+// RUN:   | FileCheck %s --check-prefix=KT24
 
 // No linalg op survives: everything is vectorized.
 // NOLINALG-NOT: linalg.
@@ -46,6 +52,13 @@
 // AVX2: vector.transpose %{{.*}} : vector<8x8xf32> to vector<8x8xf32>
 // AVX2: vector.contract {{.*}} : vector<4x1xf32>, vector<1x16xf32> into vector<4x16xf32>
 // AVX2: vector.contract {{.*}} : vector<4x1xf32>, vector<1x16xf32> into vector<4x16xf32>
+// KT24-LABEL: func.func @causal_gqa
+// KT24-NOT: x24xf32> into
+// KT24: scf.for %{{.*}} = %c0 to %c24 step %c8 iter_args({{.*}}) -> (tensor<16x24xf32>)
+// KT24: vector.contract {{.*}} : vector<4x1xf32>, vector<1x8xf32> into vector<4x8xf32>
+// KT24-NOT: x24xf32> into
+// KT24: vector.contract {{.*}} : vector<4x1xf32>, vector<1x32xf32> into vector<4x32xf32>
+// KT24-NOT: x24xf32> into
 func.func @causal_gqa(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
                       %v: tensor<?x?x2x64xf32>, %init: tensor<?x?x8x64xf32>)
     -> tensor<?x?x8x64xf32> {

@@ -32,9 +32,10 @@ namespace mhagen::mha {
 /// at most `keyTile` and at most 16 or a multiple of 16, so that a key
 /// tile is one slice of one block (docs/design.md §5 "Paged K/V"). 32 ->
 /// 16 for blocks of 16 or 48, 7 for blocks of 7, 10 for blocks of 100.
-/// (Tiles of 24 and 25 ran ~10x slower than 16: B1 T_q 64 T_kv 4096 h32
-/// kv8 dk128 causal, blocks of 48, 208 ms at 24 against 18.8 ms at 16;
-/// 2 threads, Sapphire Rapids class, 2026-12-03.)
+/// (Those run S = Q K^T in whole vectors. Blocks of 48 at tile 24 take
+/// half vectors: 31 ms against 23.4 ms at 16, B1 T_q 64 T_kv 4096 h32
+/// kv8 dk128 causal, 2 threads, Sapphire Rapids class, 2026-12-03; 240
+/// ms before mha-tile-and-vectorize stopped building 24-wide vectors.)
 int64_t pagedKeyTile(int64_t keyTile, int64_t block);
 
 /// Options of the whole pipeline (the backend's schedule parameters).
