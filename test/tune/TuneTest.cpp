@@ -153,15 +153,44 @@ TEST(SearchSpace, MlirPagedKeyTilesDivideTheBlock) {
     ScheduleSpace space = kernelBackend(Backend::Mlir).scheduleSpace(s);
     EXPECT_EQ(space.defaults.at("key_tile"), want) << "paged(" << block << ")";
     EXPECT_TRUE(space.valid(space.defaults)) << space.violation(space.defaults);
+    EXPECT_EQ(block % space.defaults.at("decode_key_tile"), 0);
     for (const ParamDecl &d : space.params)
-      if (d.name == "key_tile") {
+      if (d.name == "key_tile" || d.name == "decode_key_tile") {
         EXPECT_TRUE(std::is_sorted(d.values.begin(), d.values.end()));
         for (int64_t kt : d.values) {
-          EXPECT_EQ(block % kt, 0) << "paged(" << block << "): " << kt;
+          EXPECT_EQ(block % kt, 0)
+              << d.name << " paged(" << block << "): " << kt;
           EXPECT_TRUE(kt <= 16 || kt % 16 == 0) << kt;
         }
       }
   }
+}
+
+// The split-KV form's key tile comes from the L1 data cache: the longest
+// of 16, 32, 64 keys whose f32 K and V tiles of one head fill at most half
+// of it. The presets model a 32 KiB L1d: 16 KiB for the two tiles.
+TEST(SearchSpace, MlirDecodeKeyTileFitsHalfTheL1) {
+  if (!backendBuilt(Backend::Mlir))
+    GTEST_SKIP() << "this build has no MLIR backend (MHAGEN_ENABLE_MLIR=OFF)";
+  // d_k -> tile: 128 x (16 + 16) x 4 = 16 KiB at 16 keys; 64 at 32; 32 at
+  // 64 (the longest offered); 80 at 16 (32 keys would take 20 KiB).
+  const std::map<int64_t, int64_t> want = {
+      {128, 16}, {64, 32}, {32, 64}, {80, 16}};
+  for (const char *target : {"avx2", "avx512"})
+    for (const auto &[dk, tile] : want) {
+      AttentionSpec s =
+          parseSpecs("spec p { op = sdpa; d = " + std::to_string(4 * dk) +
+                         "; h = 4; kv = 2; backend = mlir; target = " + target +
+                         " }",
+                     "t")
+              .at(0);
+      ASSERT_EQ(machineOf(s.target).l1dBytes, 32 * 1024) << target;
+      ScheduleSpace space = kernelBackend(Backend::Mlir).scheduleSpace(s);
+      EXPECT_EQ(space.defaults.at("decode_key_tile"), tile)
+          << target << " d_k " << dk;
+      EXPECT_TRUE(space.valid(space.defaults))
+          << space.violation(space.defaults);
+    }
 }
 
 TEST(SearchSpace, ProposalsAreValidAndNeverRepeat) {

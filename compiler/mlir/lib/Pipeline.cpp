@@ -46,7 +46,8 @@ std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
                       if (o.decodeTokens > 0) {
                         MhaSplitKvDecodeOptions split;
                         split.decodeTokens = o.decodeTokens;
-                        split.keyTile = o.keyTile;
+                        split.keyTile =
+                            o.decodeKeyTile > 0 ? o.decodeKeyTile : o.keyTile;
                         split.splitTasks = o.splitTasks;
                         split.splitMinKeys = o.splitMinKeys;
                         pm.addPass(createMhaSplitKvDecode(split));

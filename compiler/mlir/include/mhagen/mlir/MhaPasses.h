@@ -46,6 +46,8 @@ struct PipelineOptions {
   /// The split-KV decode form (mha-split-kv-decode): calls with T_q <=
   /// decodeTokens (0: none), chunked towards splitTasks parallel tasks.
   int64_t decodeTokens = 0, splitTasks = 8, splitMinKeys = 256;
+  /// Keys per tile of the split-KV form (0: keyTile).
+  int64_t decodeKeyTile = 0;
   /// The target loads and stores 16-bit elements under a mask (AVX-512BW).
   bool masked16 = true;
   bool parallel = true;
