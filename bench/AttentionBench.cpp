@@ -373,6 +373,37 @@ void layerBench(benchmark::State &state, bool projectionsOnly, bool mlir,
 
 // Reports a figure measured before the benchmarks ran; `scaling` is the
 // figure over `threads` times its 1-thread value (1.0 = perfect).
+// Every implementation runs with its thread pool's own default wait
+// policy, as in a program that calls only it: libomp's workers (the MLIR
+// kernels) spin for 200 ms after a parallel region, libgomp's (oneDNN)
+// and OpenBLAS's spin for a while too. A case on such a pool is followed
+// by a pause longer than the longest of those windows, so the next case
+// never shares the two cores with its spinning workers. (A process-wide
+// OMP_WAIT_POLICY=PASSIVE, used before, made the MLIR kernels' workers
+// sleep between the two parallel regions of every call: S4 1.61 ms
+// against 1.34-1.38 warm.)
+bool spinsAfterwards(const std::string &name) {
+  for (const char *pool : {"mhagen_mlir", "onednn", "openblas"})
+    if (name.find(pool) != std::string::npos)
+      return true;
+  return false;
+}
+void settleThreadPools(const benchmark::State &) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+}
+
+// Registers a case timed by hand, in ms, for at least half a second.
+template <typename... Args>
+benchmark::internal::Benchmark *timedCase(const std::string &name,
+                                          Args &&...args) {
+  benchmark::internal::Benchmark *b =
+      benchmark::RegisterBenchmark(name.c_str(), std::forward<Args>(args)...);
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
+  if (spinsAfterwards(name))
+    b->Teardown(settleThreadPools);
+  return b;
+}
+
 void machineFigureBench(benchmark::State &state, const char *counter,
                         std::map<int, double> *figure, int threads) {
   for (auto _ : state)
@@ -385,9 +416,6 @@ void machineFigureBench(benchmark::State &state, const char *counter,
 } // namespace
 
 int main(int argc, char **argv) {
-  // Idle OpenMP workers (oneDNN, the softmax pass) must not spin on the
-  // two cores while another implementation is being timed.
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   benchmark::Initialize(&argc, argv);
   if (argc < 2) {
     std::fprintf(stderr, "usage: %s KERNEL_LIB.so... [benchmark flags]\n",
@@ -449,13 +477,14 @@ int main(int argc, char **argv) {
           std::string name = std::string(sh.name) +
                              (bf16 ? "_bf16/" : "_f32/") + implName(impl) +
                              "/threads:" + std::to_string(t);
-          auto *b = benchmark::RegisterBenchmark(name.c_str(), attentionBench,
-                                                 sh, bf16, impl, t);
-          b->UseManualTime()->Unit(benchmark::kMillisecond);
-          if (impl == Impl::Naive)
-            b->Iterations(1);
+          if (impl == Impl::Naive) // one call of seconds
+            benchmark::RegisterBenchmark(name.c_str(), attentionBench, sh, bf16,
+                                         impl, t)
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond)
+                ->Iterations(1);
           else
-            b->MinTime(0.5);
+            timedCase(name, attentionBench, sh, bf16, impl, t);
         }
   // The decode shapes with the K/V cache stored as f16, bf16 and int8
   // (f32 queries and output), beside the f32 cache above; both backends.
@@ -466,12 +495,9 @@ int main(int argc, char **argv) {
           std::string name = std::string(sh.name) + "_f32_kv" + kvd +
                              (mlir ? "/mhagen_mlir" : "/mhagen") +
                              "/threads:" + std::to_string(t);
-          benchmark::RegisterBenchmark(
-              name.c_str(), namedKernelBench, sh,
-              std::string("bench_gqa_f32_kv") + kvd + (mlir ? "_mlir" : ""), t)
-              ->UseManualTime()
-              ->Unit(benchmark::kMillisecond)
-              ->MinTime(0.5);
+          timedCase(
+              name, namedKernelBench, sh,
+              std::string("bench_gqa_f32_kv") + kvd + (mlir ? "_mlir" : ""), t);
         }
   // A paged cache (16-token blocks in shuffled order) beside the
   // contiguous one: S4 in f32 and int8, and the ragged batch of 16
@@ -485,12 +511,8 @@ int main(int argc, char **argv) {
   auto kernelCases = [](Shape sh, int64_t minLen, const Cases &cases) {
     for (int t : {1, 2})
       for (const auto &[label, kernel] : cases)
-        benchmark::RegisterBenchmark(
-            (std::string(label) + "/threads:" + std::to_string(t)).c_str(),
-            raggedKernelBench, sh, std::string(kernel), t, minLen)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.5);
+        timedCase(std::string(label) + "/threads:" + std::to_string(t),
+                  raggedKernelBench, sh, std::string(kernel), t, minLen);
   };
   kernelCases(kDecode, 0,
               {{"Decode_f32_paged16/mhagen", "bench_gqa_f32_paged16"},
@@ -525,11 +547,8 @@ int main(int argc, char **argv) {
       for (int t : {1, 2}) {
         std::string name = std::string(sh.name) + "_f32_" + mod +
                            "/mhagen/threads:" + std::to_string(t);
-        benchmark::RegisterBenchmark(name.c_str(), namedKernelBench, sh,
-                                     std::string("bench_gqa_f32_") + mod, t)
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.5);
+        timedCase(name, namedKernelBench, sh,
+                  std::string("bench_gqa_f32_") + mod, t);
       }
   // The StreamingLLM union beside the window alone and plain causal at
   // the same size (what the sink tile costs and what skipping saves).
@@ -540,42 +559,21 @@ int main(int argc, char **argv) {
         {"Streaming_window_only_f32/mhagen", "bench_window1024"},
         {"Streaming_causal_f32/mhagen", "bench_gqa_f32"}})
     for (int t : {1, 2})
-      benchmark::RegisterBenchmark(
-          (std::string(label) + "/threads:" + std::to_string(t)).c_str(),
-          namedKernelBench, kStreaming, std::string(kernel), t)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.5);
+      timedCase(std::string(label) + "/threads:" + std::to_string(t),
+                namedKernelBench, kStreaming, std::string(kernel), t);
   for (const auto &[sh, kernel] :
        {std::pair<Shape, const char *>{kGemma2, "bench_gemma2"},
         std::pair<Shape, const char *>{kGptOss, "bench_gptoss"}})
     for (int t : {1, 2})
-      benchmark::RegisterBenchmark(
-          (std::string(sh.name) + "_f32/mhagen/threads:" + std::to_string(t))
-              .c_str(),
-          namedKernelBench, sh, std::string(kernel), t)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.5);
+      timedCase(std::string(sh.name) +
+                    "_f32/mhagen/threads:" + std::to_string(t),
+                namedKernelBench, sh, std::string(kernel), t);
   for (int t : {1, 2}) {
-    benchmark::RegisterBenchmark(
-        ("Layer_f32/mhagen_fused/threads:" + std::to_string(t)).c_str(),
-        layerBench, false, false, t)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->MinTime(0.5);
-    benchmark::RegisterBenchmark(
-        ("Layer_f32/mhagen_mlir/threads:" + std::to_string(t)).c_str(),
-        layerBench, false, true, t)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->MinTime(0.5);
-    benchmark::RegisterBenchmark(
-        ("Layer_f32/onednn_projections/threads:" + std::to_string(t)).c_str(),
-        layerBench, true, false, t)
-        ->UseManualTime()
-        ->Unit(benchmark::kMillisecond)
-        ->MinTime(0.5);
+    const std::string threads = "/threads:" + std::to_string(t);
+    timedCase("Layer_f32/mhagen_fused" + threads, layerBench, false, false, t);
+    timedCase("Layer_f32/mhagen_mlir" + threads, layerBench, false, true, t);
+    timedCase("Layer_f32/onednn_projections" + threads, layerBench, true, false,
+              t);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
