@@ -218,11 +218,12 @@ int64_t mlirDecodeTokens(const AttentionSpec &s) {
 // 16 keys (16 KiB) 1.35 ms, 32 keys (32 KiB, over half of the 48 KiB L1)
 // 1.51 ms; int8 K/V 0.89 / 1.04 ms; at dk 64 both fit and run alike
 // (0.65 ms); 2 threads, Sapphire Rapids class, 2026-12-03.
+// Every CPU model (preset or host) states its L1d.
 int64_t mlirDecodeKeyTile(const AttentionSpec &s, const MachineModel &t) {
-  const int64_t l1 = t.l1dBytes > 0 ? t.l1dBytes : 32 * 1024;
+  const int64_t widenedRowBytes = (s.d_k + s.d_v) * int64_t(sizeof(float));
   int64_t tile = 16;
   for (int64_t kt : {32, 64})
-    if (kt * (s.d_k + s.d_v) * 4 <= l1 / 2)
+    if (kt * widenedRowBytes <= t.l1dBytes / 2)
       tile = kt;
   return tile;
 }
