@@ -83,6 +83,11 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
        channelsOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
        "decode_layout 1: 0 one head block per task, 1 every head block of "
        "a key chunk per task (whole K/V token rows)"});
+  space.params.push_back(
+      {"decode_stage_kv",
+       channelsOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
+       "decode_layout 1: copy each key tile's K/V to dense f32 scratch "
+       "first (0: read the cache in the dot products)"});
   if (layer) {
     space.params.push_back(
         {"gemm_cols", {16, 24, 32, 48, 64}, "output features per GEMM block"});
@@ -172,6 +177,15 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   d["decode_heads"] = channelsDefault ? 1 : 0;
   d["split_tasks"] = 4;
   d["split_min_keys"] = 256;
+  // The decode micro-kernel copies each key tile's K/V (every head's
+  // rows, widened to f32) to dense scratch before its dot products. Read
+  // in place instead (decode_stage_kv = 0), S4 runs faster -- f32 1.37 ->
+  // 1.15 ms, bf16 K/V 1.20 -> 0.93, i8 0.97 -> 0.88 -- but f16 K/V (its
+  // 9-instruction widening repeated per row) 1.08 -> 1.26, and batches
+  // lose: B16 T_kv 2048 f32 16.1 -> 17.8 ms, B16 T_kv 512 3.05 -> 4.47,
+  // B1 T_kv 32768 15.9 -> 16.9 (2 threads, Sapphire Rapids class,
+  // 2026-12-03). The copy stays the default; `mhagen tune` picks per shape.
+  d["decode_stage_kv"] = channelsDefault ? 1 : 0;
   if (layer) {
     d["gemm_cols"] = vw == 16 ? 48 : 24;
     d["gemm_rows"] = vw == 16 ? 8 : 4;
@@ -423,6 +437,8 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
   if (t.channelsInLanes)
     t.channelBlock = 1;
   t.headsInTask = t.channelsInLanes && get(p, "decode_heads") == 1;
+  if (t.channelsInLanes)
+    t.stageKv = get(p, "decode_stage_kv") == 1;
   // Tasks per core times the cores of the target's machine model.
   t.splitTasks = static_cast<int>(get(p, "split_tasks") *
                                   target.machine->coresOrDefault());
