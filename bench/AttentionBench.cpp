@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -113,14 +114,18 @@ void setThreads(int n) {
 // kvLens: the per-sequence key lengths of the call (padding, a paged
 // cache), empty when every sequence reads all T_kv keys; qLens: a ragged
 // batch's query counts (empty: T_q each).
+// beforeEach: runs before every timed call, outside the timed region.
 template <typename Fn>
 void timeLoop(benchmark::State &state, const AttentionSpec &spec,
               const ProblemSize &size, int threads, Fn &&fn,
               const std::vector<int32_t> &kvLens = {},
-              const std::vector<int32_t> &qLens = {}) {
+              const std::vector<int32_t> &qLens = {},
+              const std::function<void()> &beforeEach = {}) {
   double total = 0;
   fn(); // warm-up
   for (auto _ : state) {
+    if (beforeEach)
+      beforeEach();
     auto t0 = std::chrono::steady_clock::now();
     fn();
     double dt =
@@ -206,6 +211,49 @@ void raggedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
       state, specOfKernel(k), ProblemSize{sh.B, sh.Tq, sh.Tkv}, threads,
       [&] { mhagen_call(k, &a); }, p->kvLens(), p->qLens());
 }
+// Evicts [p, p + bytes) from every cache level (outside timed regions).
+void evictFromCaches(const void *p, size_t bytes) {
+  const char *c = static_cast<const char *>(p);
+  for (size_t off = 0; off < bytes; off += 64)
+    _mm_clflush(c + off);
+  _mm_mfence();
+}
+
+// A decode step with its K/V in DRAM only. A serving process walks every
+// layer's cache in turn (32 layers of S4 hold 1 GiB), so no cache level
+// keeps a layer's K/V until its next step; called back to back on the
+// same buffers, S4's 33.5 MB stays in this VM's L3 (480 MiB). Cold cases
+// evict the call's K, V and int8 scales from every level before each
+// timed call.
+void coldKernelBench(benchmark::State &state, Shape sh, std::string kernel,
+                     int threads) {
+  const mhagen_kernel *k = nullptr;
+  if (mhagen_find(kernel.c_str(), &k) != MHAGEN_OK) {
+    state.SkipWithError(mhagen_last_error());
+    return;
+  }
+  std::unique_ptr<Problem> p = checkedProblem(state, k, sh, threads);
+  if (!p)
+    return;
+  const AttentionSpec spec = specOfKernel(k);
+  mhagen_call_args a = p->args();
+  const size_t rows = static_cast<size_t>(sh.B * sh.Tkv * spec.n_kv);
+  const size_t elem = static_cast<size_t>(kvTypeBytes(spec.kvType()));
+  std::vector<std::pair<const void *, size_t>> cache = {
+      {a.k, rows * spec.d_k * elem}, {a.v, rows * spec.d_v * elem}};
+  if (spec.kvQuantized()) {
+    cache.emplace_back(a.k_scale, rows * sizeof(float));
+    cache.emplace_back(a.v_scale, rows * sizeof(float));
+  }
+  timeLoop(
+      state, spec, ProblemSize{sh.B, sh.Tq, sh.Tkv}, threads,
+      [&] { mhagen_call(k, &a); }, {}, {},
+      [&] {
+        for (const auto &[ptr, bytes] : cache)
+          evictFromCaches(ptr, bytes);
+      });
+}
+
 // Every sequence at its full length.
 void namedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
                       int threads) {
@@ -499,6 +547,22 @@ int main(int argc, char **argv) {
               name, namedKernelBench, sh,
               std::string("bench_gqa_f32_kv") + kvd + (mlir ? "_mlir" : ""), t);
         }
+  // S4 with its K/V evicted before every call (coldKernelBench), each
+  // storage type on both backends and with the Halide decode micro-kernel
+  // reading the cache in place (decode_stage_kv = 0, bench/kernels_inplace.mha)
+  // against its default tile copy.
+  for (const char *kvd : {"", "_kvbf16", "_kvi8"})
+    for (int t : {1, 2})
+      for (const char *impl : {"", "_mlir", "_inplace"}) {
+        const std::string label = impl == std::string("_mlir") ? "mhagen_mlir"
+                                  : impl == std::string("_inplace")
+                                      ? "mhagen_inplace"
+                                      : "mhagen";
+        timedCase(std::string("DecodeCold_f32") + kvd + "/" + label +
+                      "/threads:" + std::to_string(t),
+                  coldKernelBench, kDecode,
+                  std::string("bench_gqa_f32") + kvd + impl, t);
+      }
   // A paged cache (16-token blocks in shuffled order) beside the
   // contiguous one: S4 in f32 and int8, and the ragged batch of 16
   // sequences, paged against the contiguous cache with the same lengths

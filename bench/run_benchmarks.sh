@@ -8,6 +8,7 @@ BUILD_DIR="${MHAGEN_BUILD_DIR:-build}"
 mkdir -p bench/results
 out="bench/results/$(date +%Y%m%d-%H%M%S).json"
 "$BUILD_DIR/bench/mhagen_bench" "$BUILD_DIR/bench/kernels/bench/libbench.so" \
+  "$BUILD_DIR/bench/kernels/bench_inplace/libbench_inplace.so" \
   --benchmark_out="$out" --benchmark_out_format=json \
   --benchmark_counters_tabular=true "$@"
 echo "raw results: $out"
