@@ -419,8 +419,6 @@ void layerBench(benchmark::State &state, bool projectionsOnly, bool mlir,
   state.counters["ms"] = 1e3 * total / iters;
 }
 
-// Reports a figure measured before the benchmarks ran; `scaling` is the
-// figure over `threads` times its 1-thread value (1.0 = perfect).
 // Every implementation runs with its thread pool's own default wait
 // policy, as in a program that calls only it: libomp's workers (the MLIR
 // kernels) spin for 200 ms after a parallel region, libgomp's (oneDNN)
@@ -452,6 +450,8 @@ benchmark::internal::Benchmark *timedCase(const std::string &name,
   return b;
 }
 
+// Reports a figure measured before the benchmarks ran; `scaling` is the
+// figure over `threads` times its 1-thread value (1.0 = perfect).
 void machineFigureBench(benchmark::State &state, const char *counter,
                         std::map<int, double> *figure, int threads) {
   for (auto _ : state)
