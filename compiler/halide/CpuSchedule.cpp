@@ -188,7 +188,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // calls: from DRAM the copy's whole-row stream reads faster on every
   // type (S4 f32 2.71 vs 3.10 ms, i8 1.32 vs 1.45; bench DecodeCold), so
   // the copy is the default for serving; `mhagen tune` picks per shape.
-  d["decode_stage_kv"] = channelsDefault ? 1 : 0;
+  // (Wherever the micro-kernel is allowed, so a tuner that switches
+  // decode_layout to 1 starts from the copy too.)
+  d["decode_stage_kv"] = channelsOk ? 1 : 0;
   if (layer) {
     d["gemm_cols"] = vw == 16 ? 48 : 24;
     d["gemm_rows"] = vw == 16 ? 8 : 4;
