@@ -64,3 +64,53 @@ func.func @strided_store(%src: memref<8x16xf32>,
     : memref<8x16xf32> to memref<8x16xf32, strided<[?, 1], offset: ?>>
   return
 }
+
+// A partial key tile of whole rows (d_k 80) copied into its stack buffer:
+// one scf.if per row, copying row i by unmasked 80-wide transfers when
+// i < n and writing the padding row otherwise -- no i1 vector, whose
+// <80 x i1> rows LLVM would build bit by bit.
+// CHECK-LABEL: func.func @partial_rows_copy
+// CHECK-NOT: create_mask
+// CHECK: %[[PAD:.*]] = arith.constant dense<0.000000e+00> : vector<80xf32>
+// CHECK: %[[V0:.*]] = arith.cmpi sgt, %[[N:.*]], %c0 : index
+// CHECK: scf.if %[[V0]] {
+// CHECK:   %[[ROW:.*]] = vector.transfer_read %{{.*}}[%c0, %c0], %{{.*}} {in_bounds = [true]} : memref<?x80xf32>, vector<80xf32>
+// CHECK:   vector.transfer_write %[[ROW]], %{{.*}}[%c0, %c0] {in_bounds = [true]} : vector<80xf32>, memref<4x80xf32>
+// CHECK: } else {
+// CHECK:   vector.transfer_write %[[PAD]], %{{.*}}[%c0, %c0] {in_bounds = [true]} : vector<80xf32>, memref<4x80xf32>
+// CHECK: arith.cmpi sgt, %[[N]], %c1 : index
+// CHECK: vector.transfer_read %{{.*}}[%c1, %c0]
+// CHECK-COUNT-2: scf.if
+// CHECK-NOT: scf.if
+// CHECK-NOT: xi1>
+// CHECK: return
+func.func @partial_rows_copy(%src: memref<?x80xf32>, %dst: memref<4x80xf32>,
+                             %n: index) {
+  %pad = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c80 = arith.constant 80 : index
+  %m = vector.create_mask %n, %c80 : vector<4x80xi1>
+  %v = vector.transfer_read %src[%c0, %c0], %pad, %m {in_bounds = [true, true]}
+       : memref<?x80xf32>, vector<4x80xf32>
+  vector.transfer_write %v, %dst[%c0, %c0] {in_bounds = [true, true]}
+       : vector<4x80xf32>, memref<4x80xf32>
+  return
+}
+
+// A mask that cuts the inner dimension is not a row mask: it stays.
+// CHECK-LABEL: func.func @partial_columns_copy
+// CHECK-NOT: scf.if
+// CHECK: vector.create_mask
+// CHECK: return
+func.func @partial_columns_copy(%src: memref<4x?xf32>, %dst: memref<4x16xf32>,
+                                %n: index) {
+  %pad = arith.constant 0.0 : f32
+  %c0 = arith.constant 0 : index
+  %c4 = arith.constant 4 : index
+  %m = vector.create_mask %c4, %n : vector<4x16xi1>
+  %v = vector.transfer_read %src[%c0, %c0], %pad, %m {in_bounds = [true, true]}
+       : memref<4x?xf32>, vector<4x16xf32>
+  vector.transfer_write %v, %dst[%c0, %c0] {in_bounds = [true, true]}
+       : vector<4x16xf32>, memref<4x16xf32>
+  return
+}

@@ -2,6 +2,7 @@
 //
 // mha-lower-vectors: contractions to outer-product FMAs, masks, transfers
 // and strided copies to loops.
+#include "RowMaskedTransfers.h"
 #include "mhagen/mlir/MhaDialect.h"
 #include "mhagen/mlir/MhaPasses.h"
 
@@ -43,6 +44,14 @@ struct MhaLowerVectorsPass
           return signalPassFailure();
         rewriter.eraseOp(copy);
       }
+    }
+    {
+      // Partial tiles of whole rows: no i1 vectors, full tiles unmasked
+      // (RowMaskedTransfers.cpp), before anything unrolls their masks.
+      RewritePatternSet rows(ctx);
+      vector::populateVectorMaskLoweringPatternsForSideEffectingOps(rows);
+      populateRowMaskedTransferPatterns(rows);
+      (void)applyPatternsAndFoldGreedily(getOperation(), std::move(rows));
     }
     RewritePatternSet patterns(ctx);
     // Masked transfers (from padded partial tiles) become transfers with a
