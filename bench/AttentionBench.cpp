@@ -30,6 +30,8 @@
 #include <numeric>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 using namespace mhagen;
@@ -185,6 +187,20 @@ std::unique_ptr<Problem> checkedProblem(benchmark::State &state,
   return p;
 }
 
+// Kernel `name` of the loaded libraries with a checked problem of shape sh
+// (checkedProblem); the problem is null, with the benchmark skipped, when
+// either the lookup or the check fails.
+std::pair<const mhagen_kernel *, std::unique_ptr<Problem>>
+namedCheckedProblem(benchmark::State &state, const std::string &name, Shape sh,
+                    int threads, ProblemOptions options = fullLength()) {
+  const mhagen_kernel *k = nullptr;
+  if (mhagen_find(name.c_str(), &k) != MHAGEN_OK) {
+    state.SkipWithError(mhagen_last_error());
+    return {nullptr, nullptr};
+  }
+  return {k, checkedProblem(state, k, sh, threads, options)};
+}
+
 // A kernel of bench/kernels.mha by name on shape sh: checked against the
 // reference (for a K/V cache stored as another kv_dtype also the stored
 // values against the values before storage), then timed; kv_gbs counts
@@ -193,17 +209,14 @@ std::unique_ptr<Problem> checkedProblem(benchmark::State &state,
 // T_kv] (seeded, the same for every kernel).
 void raggedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
                        int threads, int64_t minLen) {
-  const mhagen_kernel *k = nullptr;
-  if (mhagen_find(kernel.c_str(), &k) != MHAGEN_OK) {
-    state.SkipWithError(mhagen_last_error());
-    return;
-  }
   ProblemOptions options = fullLength();
   if (minLen > 0) {
     options.kvLen = -1;
     options.kvLenMin = minLen;
   }
-  std::unique_ptr<Problem> p = checkedProblem(state, k, sh, threads, options);
+  const mhagen_kernel *k = nullptr;
+  std::unique_ptr<Problem> p;
+  std::tie(k, p) = namedCheckedProblem(state, kernel, sh, threads, options);
   if (!p)
     return;
   mhagen_call_args a = p->args();
@@ -228,11 +241,8 @@ void evictFromCaches(const void *p, size_t bytes) {
 void coldKernelBench(benchmark::State &state, Shape sh, std::string kernel,
                      int threads) {
   const mhagen_kernel *k = nullptr;
-  if (mhagen_find(kernel.c_str(), &k) != MHAGEN_OK) {
-    state.SkipWithError(mhagen_last_error());
-    return;
-  }
-  std::unique_ptr<Problem> p = checkedProblem(state, k, sh, threads);
+  std::unique_ptr<Problem> p;
+  std::tie(k, p) = namedCheckedProblem(state, kernel, sh, threads);
   if (!p)
     return;
   const AttentionSpec spec = specOfKernel(k);
