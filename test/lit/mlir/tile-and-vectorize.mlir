@@ -70,3 +70,29 @@ func.func @causal_gqa(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
          -> tensor<?x?x8x64xf32>
   return %o : tensor<?x?x8x64xf32>
 }
+
+// d_v 80, five vectors but not a power of two: the row-wise ops (the
+// accumulator's rescale, the final division by the sum) run in blocks of
+// 16 lanes, never as one 80-wide vector (LLVM splits an <80 x float>
+// through <5 x i512> extracts, by way of the stack).
+// CHECK-LABEL: func.func @dk80
+// CHECK-NOT: vector<1x80xf32>
+// CHECK-NOT: vector<80x1xf32>
+// CHECK: scf.for %{{.*}} = %c0 to %c80 step %c16
+// CHECK-NOT: vector<1x80xf32>
+// CHECK-NOT: vector<80x1xf32>
+// CHECK: arith.divf %{{.*}}, %{{.*}} : vector<1x16xf32>
+// CHECK-NOT: vector<1x80xf32>
+// CHECK-NOT: vector<80x1xf32>
+// CHECK: return
+func.func @dk80(%q: tensor<?x?x4x80xf32>, %k: tensor<?x?x2x80xf32>,
+                %v: tensor<?x?x2x80xf32>, %init: tensor<?x?x4x80xf32>)
+    -> tensor<?x?x4x80xf32> {
+  %o = mha.attention ins(%q, %k, %v : tensor<?x?x4x80xf32>,
+                         tensor<?x?x2x80xf32>, tensor<?x?x2x80xf32>)
+         outs(%init : tensor<?x?x4x80xf32>)
+         {num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.1118 : f32,
+          mask = #mha.mask<causal = true, window = 0, padding = false>}
+         -> tensor<?x?x4x80xf32>
+  return %o : tensor<?x?x4x80xf32>
+}
