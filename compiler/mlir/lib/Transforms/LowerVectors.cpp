@@ -46,8 +46,9 @@ struct MhaLowerVectorsPass
       }
     }
     {
-      // Partial tiles of whole rows: no i1 vectors, full tiles unmasked
-      // (RowMaskedTransfers.cpp), before anything unrolls their masks.
+      // Copies of partial tiles of whole rows: row by row, with no i1
+      // vectors (RowMaskedTransfers.cpp), before anything unrolls their
+      // masks.
       RewritePatternSet rows(ctx);
       vector::populateVectorMaskLoweringPatternsForSideEffectingOps(rows);
       populateRowMaskedTransferPatterns(rows);

@@ -1,18 +1,18 @@
 //===- RowMaskedTransfers.cpp - partial tiles of whole rows ---------------===//
 //
-// A padded partial tile (the last key tile's K rows, a partial query tile's
-// output rows) is a transfer masked by vector.create_mask %rows, N1, ...,
-// Nk: only its leading dimension is cut. Left to the generic lowering, the
-// mask is unrolled into one i1 vector per row (select(i < rows, all, none))
-// and LLVM legalizes each row's <N1 x i1> bit by bit where N1 is not a
-// power of two: at d_k 80, ~55,000 k-register shifts per kernel, a 4x
-// longer code generation (Early MachineLICM compares them pairwise) and
+// A padded partial tile (the last key tile's K/V rows, a partial query
+// tile's Q rows) is read by a transfer masked by vector.create_mask %rows,
+// N1, ..., Nk: only its leading dimension is cut. Left to the generic
+// lowering, the mask is unrolled into one i1 vector per row (select(i <
+// rows, all, none)) and LLVM legalizes each row's <N1 x i1> bit by bit where
+// N1 is not a power of two: at d_k 80, ~55,000 k-register shifts per kernel,
+// a 4x longer code generation (Early MachineLICM compares them pairwise) and
 // mask arithmetic on every key tile. Such a read is the source of a tile
 // copy (K, V or Q rows into a stack buffer); here the copy becomes one
 // scf.if per row: row i copied by unmasked transfers when i < rows, the
-// padding row written otherwise, so no i1 vector is left. (Not a read
-// whose rows are yielded by scf.if: tile-sized values through branches are
-// spilled wholesale, 5x the code.)
+// padding row written otherwise, so no i1 vector is left. (Not a read whose
+// rows are yielded by scf.if: tile-sized values through branches are spilled
+// wholesale, 5x the code.)
 #include "RowMaskedTransfers.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -2,7 +2,7 @@
 //
 // A pattern of mha-lower-vectors for tile copies whose mask cuts only the
 // leading (row) dimension: the last key tile's K/V rows, a partial query
-// tile's rows.
+// tile's Q rows.
 #ifndef MHAGEN_MLIR_TRANSFORMS_ROWMASKEDTRANSFERS_H
 #define MHAGEN_MLIR_TRANSFORMS_ROWMASKEDTRANSFERS_H
 
