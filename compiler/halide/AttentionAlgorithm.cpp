@@ -483,6 +483,8 @@ Projection defineProjection(const std::string &name, Func x, int64_t inFeatures,
   Projection p;
   const Var &n = v.n, &t = v.t, &b = v.b;
   p.w = w;
+  p.x = x;
+  p.inFeatures = inFeatures;
   p.rk = RDom(0, static_cast<int>(inFeatures), name + "_rk");
   p.acc = Func(name + "_acc");
   p.acc(n, t, b) = hasBias ? bias(n) : Expr(0.0f);

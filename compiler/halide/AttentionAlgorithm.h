@@ -151,7 +151,9 @@ struct Projection {
   Halide::Func acc; ///< the reduction (f32)
   Halide::Func out; ///< its value as outType (the register-blocked tile)
   Halide::Func w;   ///< the weights it reads, w(n, k)
+  Halide::Func x;   ///< the inputs it reads, x(k, t, b)
   Halide::RDom rk;
+  int64_t inFeatures = 0; ///< the extent of rk
 };
 
 /// `store` turns the f32 result into the stored value (a cast, or the

@@ -54,8 +54,11 @@ void scheduleRowOutputsCpu(Halide::Func out, Halide::Func lse,
                            const AttentionVars &v, const ScheduleParams &p);
 
 /// A projection as a register-blocked GEMM: gemm_cols output features
-/// (vectorised) x gemm_rows tokens per micro-kernel, column panels in
-/// parallel. `isOutput`: the pipeline's output (else computed at root).
+/// (vectorised) x gemm_rows tokens per micro-kernel. With gemm_k_block > 0
+/// packed and blocked for the caches (tasks of up to gemm_n_block
+/// features, the input axis in chunks of gemm_k_block); with 0, unpacked
+/// column panels over the whole input. `isOutput`: the pipeline's output
+/// (else computed at root).
 void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
                            int64_t outFeatures, const ScheduleParams &p,
                            bool isOutput);

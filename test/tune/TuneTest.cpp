@@ -134,6 +134,56 @@ TEST(SearchSpace, LongStaticTGrowsTheQueryTileWithinTheL2) {
   EXPECT_EQ(rowsFor(2048, 512 * 1024), 96);
 }
 
+// The layer's packed GEMM (issue 15, item 3): its chunk and task widths
+// come from the L1d, the L2 and the cores of the target's machine model --
+// the input panel and one register block's weights fit the L1d, the packed
+// weight chunk at most half the L2, and the narrowest projection (kv x dk)
+// still gives every core a task.
+TEST(SearchSpace, PackedGemmBlocksComeFromTheCaches) {
+  struct Blocks {
+    int64_t k, n;
+  };
+  auto blocksFor = [](TargetKind kind, int64_t l1d, int64_t l2, int cores,
+                      const std::string &shape) {
+    AttentionSpec s =
+        parseSpecs("spec g { op = layer; " + shape + "; target = " +
+                       (kind == TargetKind::Avx2 ? "avx2" : "avx512") + " }",
+                   "t")
+            .at(0);
+    auto m = std::make_shared<MachineModel>(presetMachine(kind));
+    m->l1dBytes = l1d;
+    m->l2Bytes = l2;
+    m->cores = cores;
+    s.target.machine = m;
+    ScheduleSpace space = kernelBackend(Backend::Halide).scheduleSpace(s);
+    const ScheduleParams &d = space.defaults;
+    EXPECT_TRUE(space.valid(d)) << space.violation(d);
+    const int64_t cols = d.at("gemm_cols"), rows = d.at("gemm_rows");
+    const int64_t kc = d.at("gemm_k_block"), nb = d.at("gemm_n_block");
+    EXPECT_LE((rows + cols) * kc * 4, l1d);
+    EXPECT_LE(nb * kc * 4, l2 / 2);
+    EXPECT_GE(s.n_kv * s.d_k / nb, cores);
+    return Blocks{kc, nb};
+  };
+  const std::string llama = "d = 4096; h = 32; kv = 8; mask = causal";
+  // Sapphire Rapids (48 KiB L1d, 2 MiB L2), 2 cores: 64 x 6 blocks.
+  Blocks spr = blocksFor(TargetKind::Avx512, 48 << 10, 2 << 20, 2, llama);
+  EXPECT_EQ(spr.k, 128);
+  EXPECT_EQ(spr.n, 512);
+  // Zen 4 (32 KiB L1d, 1 MiB L2): shorter chunks.
+  Blocks zen4 = blocksFor(TargetKind::Avx512, 32 << 10, 1 << 20, 2, llama);
+  EXPECT_EQ(zen4.k, 64);
+  EXPECT_EQ(zen4.n, 512);
+  // Zen 3 (AVX2, 24 x 4 blocks, 32 KiB L1d, 512 KiB L2): longer chunks,
+  // so the packed weights bound the task at 256 features.
+  Blocks zen3 = blocksFor(TargetKind::Avx2, 32 << 10, 512 << 10, 2, llama);
+  EXPECT_EQ(zen3.k, 256);
+  EXPECT_EQ(zen3.n, 256);
+  // More cores: narrower tasks, so k and v still fill them.
+  Blocks many = blocksFor(TargetKind::Avx512, 48 << 10, 2 << 20, 8, llama);
+  EXPECT_EQ(many.n, 128);
+}
+
 // A paged cache on the MLIR backend: every key tile in the space, and the
 // default, divides the block (a tile is one slice of one block) and is at
 // most 16 or a multiple of 16 (whole vectors: tiles of 24 ran 1.3x
