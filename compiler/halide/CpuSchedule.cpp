@@ -734,12 +734,13 @@ static void schedulePanelGemmCpu(Projection proj, const AttentionVars &v,
 // (rfactor), so the algorithm stays one sum over k, and each register
 // block's chunk sum is added into the task's accumulator block once per
 // chunk (1/gemm_k_block of the FMAs' traffic).
-// B1 T512 d4096 (the four projections of the Llama-3-8B-like layer),
-// 2 threads, Sapphire Rapids class: the q projection alone 46 ms, 373
-// GFLOP/s, against 55-63 ms for the panel GEMM (2026-12-04).
+// The Llama-3-8B-like layer (B1 T512 d4096, its four projections 42.9
+// GFLOP), 2 threads, Sapphire Rapids class: 127 ms against 170 ms with
+// the panel GEMM, its projections at ~74 % of the f32 FMA peak, oneDNN's
+// sgemm at 72 % (bench/RESULTS.md, 2026-12-04).
 static void schedulePackedGemmCpu(Projection proj, const AttentionVars &v,
-                                  int64_t outFeatures, int vw, int cols,
-                                  int rows, int kBlock, int nBlock) {
+                                  int vw, int cols, int rows, int kBlock,
+                                  int nBlock) {
   Var nb("nb"), nbi("nbi"), task("task"), nm("nm"), nmi("nmi"), to("to"),
       ti("ti"), ko("ko");
   RVar rko("rko"), rki("rki");
@@ -780,7 +781,6 @@ static void schedulePackedGemmCpu(Projection proj, const AttentionVars &v,
   Func inputs = proj.x.in(chunk);
   inputs.compute_at(proj.acc, to)
       .vectorize(inputs.args()[0], vw, TailStrategy::GuardWithIf);
-  (void)outFeatures;
 }
 
 void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
@@ -805,9 +805,9 @@ void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
     out.compute_root();
   out.bound(v.n, 0, static_cast<int>(outFeatures));
   // Chunks that divide the input features run without a guard in the
-  // innermost loop (d 4100 with chunks of 256: 1.4x slower than d 4096);
-  // an input with no divisor of at least 32 up to the chunk keeps the
-  // guarded last chunk.
+  // innermost loop (a standalone probe at T 37: d 4100 in chunks of 256
+  // ran 1.4x slower than d 4096); an input with no divisor of at least 32
+  // up to the chunk keeps the guarded last chunk.
   int64_t kBlock = std::min(get(p, "gemm_k_block"), proj.inFeatures);
   if (kBlock > 0) {
     const int64_t divisor = divisorsUpTo(proj.inFeatures, kBlock).back();
@@ -825,8 +825,8 @@ void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
     schedulePanelGemmCpu(proj, v, outFeatures, vw, cols, rows);
     return;
   }
-  schedulePackedGemmCpu(proj, v, outFeatures, vw, cols, rows,
-                        static_cast<int>(kBlock), static_cast<int>(nBlock));
+  schedulePackedGemmCpu(proj, v, vw, cols, rows, static_cast<int>(kBlock),
+                        static_cast<int>(nBlock));
 }
 
 } // namespace mhagen::hl
