@@ -144,15 +144,21 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // (measured 26% faster on S2 f32, one thread).
   d["stage_kv"] = 1;
   d["task_order"] = 0;
-  // bf16 is widened to f32 for f32 FMAs by default: vdpbf16ps does not
-  // retire more FLOPs than vfmadd231ps on the machines measured here (bench
-  // Peak/dpbf16 against Peak/fma_f32, threads started together: 118 against
-  // 226 GFLOP/s per core on a Sapphire Rapids VM, 2026-12-02; an older VM of
-  // that class read 86 against 174), and S2 bf16 ran 289 ms with the dot
-  // product, 172 ms widened (2 threads). On a Zen 4 the dot product retires
-  // ~2x the FMA rate (bench/RESULTS.md), so it stays in the search space
-  // (bf16_dot = 1) for `mhagen tune` to pick where it wins.
+  // bf16: pairwise dot products (vdpbf16ps) where the machine model says
+  // they retire more FLOPs than the f32 FMA, else widened to f32 for f32
+  // FMAs. On a Zen 4 (2x) the dot product with 64-key tiles is the fastest
+  // point measured: S2 bf16 206 ms widened, 139 ms dot with 32-key tiles,
+  // 126 ms with 64 (f32: 207 ms, 205 with 64-key tiles); S1 15.1 / 10.7 /
+  // 10.4 ms; S3 20.4 / 14.7 / 13.0 ms (2 threads, 2026-12-04). On a Sapphire
+  // Rapids VM (0.52x) S2 bf16 ran 289 ms with the dot product, 172 ms
+  // widened (2026-12-02). The dot product reads bf16 K/V where they lie
+  // (stage_kv = 0, which its pairs need).
   d["bf16_dot"] = 0;
+  if (bf16DotOk && target.machine->bf16DotPerFma > 1) {
+    d["bf16_dot"] = 1;
+    d["stage_kv"] = 0;
+    d["key_tile"] = 64;
+  }
   // Decode tile: the GQA group's heads times as many tokens as fill one
   // vector, so a T_q = 1 step computes no padding tokens (the prefill
   // tile's 16 tokens made S4 compute 16x the rows it needs: 4.9 ms

@@ -113,6 +113,9 @@ MachineModel hostMachine(TargetKind kind) {
   m.source = "host (cpuid + sysfs)";
   readIdentity(m);
   readCaches(m);
+  // The preset's rate is its modelled CPU's; the host has its own.
+  if (kind == TargetKind::Avx512Bf16)
+    m.bf16DotPerFma = bf16DotPerFmaOf(m.vendor, m.family);
   m.cores = usableCores();
   return m;
 }

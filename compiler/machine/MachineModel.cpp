@@ -3,6 +3,7 @@
 
 #include "mhagen/runtime.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -30,7 +31,8 @@ std::vector<std::string> avx512Features() {
 // Presets model the machines this project runs on (bench/RESULTS.md):
 //   avx2        AMD Zen 3: 16 ymm, L1d 32 KiB, L2 512 KiB, L3 32 MiB
 //   avx512      AMD Zen 4: 32 zmm, L1d 32 KiB, L2 1 MiB, L3 32 MiB
-//   avx512_bf16 AMD Zen 4 as well (AVX512_BF16 + VNNI, no FP16)
+//   avx512_bf16 AMD Zen 4 as well (AVX512_BF16 + VNNI, no FP16), whose
+//               vdpbf16ps retires 2x the FLOPs of its f32 FMA
 //   cuda_smXX   48 KiB of static shared memory and 1024 threads per block
 //               (the limits without opt-in on every capability)
 //   opencl      the same limits, the OpenCL minimum for local memory
@@ -57,6 +59,7 @@ MachineModel makePreset(TargetKind kind) {
     if (kind == TargetKind::Avx512Bf16) {
       m.cpuFeatures.push_back("avx512_vnni");
       m.cpuFeatures.push_back("avx512_bf16");
+      m.bf16DotPerFma = bf16DotPerFmaOf("AuthenticAMD", 25);
     }
     m.vectorBits = 512;
     m.vectorRegisters = 32;
@@ -90,6 +93,22 @@ std::string bytes(int64_t b) {
 }
 
 } // namespace
+
+// Measured with bench Peak/dpbf16 against Peak/fma_f32 (zmm, 16 independent
+// accumulators each, threads started together; bench/RESULTS.md):
+//   AMD Zen 4 (family 25), 2026-12-04: 2x -- its FMA pipes split a zmm FMA
+//     in two 256-bit halves, vdpbf16ps does twice the work per half;
+//   Intel Sapphire Rapids class (family 6), 2026-12-02: 117.5 against 226.3
+//     GFLOP/s per core, 0.52x -- one port runs vdpbf16ps, two run FMAs
+//     (an older VM of the class: 86 against 174, the same ratio).
+// Any other CPU: not measured (0), so bf16 keeps the f32 FMAs.
+double bf16DotPerFmaOf(const std::string &vendor, int family) {
+  if (vendor == "AuthenticAMD" && family == 25)
+    return 2.0;
+  if (vendor == "GenuineIntel" && family == 6)
+    return 0.5;
+  return 0;
+}
 
 const MachineModel &presetMachine(TargetKind kind) {
   static const std::map<TargetKind, MachineModel> presets = [] {
@@ -137,6 +156,16 @@ std::string MachineModel::describe() const {
   os << "  cores         "
      << (cores > 0 ? std::to_string(cores) : std::string("unknown (preset)"))
      << "\n";
+  if (std::find(cpuFeatures.begin(), cpuFeatures.end(), "avx512_bf16") !=
+      cpuFeatures.end()) {
+    std::ostringstream rate;
+    rate << bf16DotPerFma << "x the f32 FMA's FLOPs";
+    os << "  bf16 dot      "
+       << (bf16DotPerFma > 0 ? rate.str() : std::string("not measured"))
+       << (bf16DotPerFma > 1 ? " (bf16 attention uses it)"
+                             : " (bf16 attention widens to f32)")
+       << "\n";
+  }
   os << "  codegen       -mcpu=" << llvmCpu
      << (llvmFeatures.empty() ? "" : " -mattr=" + llvmFeatures) << "\n";
   return os.str();

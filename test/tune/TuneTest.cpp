@@ -184,6 +184,52 @@ TEST(SearchSpace, PackedGemmBlocksComeFromTheCaches) {
   EXPECT_EQ(many.n, 128);
 }
 
+// bf16 (issue 15, item 4): where the machine model says vdpbf16ps retires
+// more FLOPs than the f32 FMA (Zen 4: 2x), the attention core's default
+// is the pair dot product, reading K/V in place with 64-key tiles; where it
+// retires fewer (Sapphire Rapids: 0.5x) or was never measured, bf16 is
+// widened to f32 FMAs with staged K/V tiles. f32, a layer and a target
+// without AVX512_BF16 never take it.
+TEST(SearchSpace, Bf16DotIsTheDefaultWhereItRetiresMoreFlops) {
+  EXPECT_EQ(bf16DotPerFmaOf("AuthenticAMD", 25), 2.0); // Zen 4
+  EXPECT_EQ(bf16DotPerFmaOf("GenuineIntel", 6), 0.5);  // Sapphire Rapids
+  EXPECT_EQ(bf16DotPerFmaOf("AuthenticAMD", 26), 0.0); // never measured
+  EXPECT_EQ(presetMachine(TargetKind::Avx512Bf16).bf16DotPerFma, 2.0);
+  EXPECT_EQ(presetMachine(TargetKind::Avx512).bf16DotPerFma, 0.0);
+  auto defaults = [](const std::string &body, const std::string &target,
+                     double rate) {
+    AttentionSpec s = parseSpecs("spec b { d = 4096; h = 32; kv = 8; "
+                                 "mask = causal; target = " +
+                                     target + "; " + body + " }",
+                                 "t")
+                          .at(0);
+    auto m = std::make_shared<MachineModel>(presetMachine(s.target.kind));
+    m->bf16DotPerFma = rate;
+    s.target.machine = m;
+    ScheduleSpace space = kernelBackend(Backend::Halide).scheduleSpace(s);
+    EXPECT_TRUE(space.valid(space.defaults)) << space.violation(space.defaults);
+    return space.defaults;
+  };
+  const std::string sdpaBf16 = "op = sdpa; dtype = bf16";
+  ScheduleParams zen4 = defaults(sdpaBf16, "avx512_bf16", 2.0);
+  EXPECT_EQ(zen4.at("bf16_dot"), 1);
+  EXPECT_EQ(zen4.at("stage_kv"), 0);
+  EXPECT_EQ(zen4.at("key_tile"), 64);
+  ScheduleParams spr = defaults(sdpaBf16, "avx512_bf16", 0.5);
+  EXPECT_EQ(spr.at("bf16_dot"), 0);
+  EXPECT_EQ(spr.at("stage_kv"), 1);
+  EXPECT_EQ(spr.at("key_tile"), 32);
+  EXPECT_EQ(defaults(sdpaBf16, "avx512_bf16", 0.0).at("bf16_dot"), 0);
+  EXPECT_EQ(defaults(sdpaBf16, "avx512", 2.0).at("bf16_dot"), 0);
+  EXPECT_EQ(defaults("op = sdpa", "avx512_bf16", 2.0).at("bf16_dot"), 0);
+  EXPECT_EQ(
+      defaults("op = layer; dtype = bf16", "avx512_bf16", 2.0).at("bf16_dot"),
+      0);
+  // An odd head width has no channel pairs: widened.
+  EXPECT_EQ(defaults(sdpaBf16 + "; dk = 63", "avx512_bf16", 2.0).at("bf16_dot"),
+            0);
+}
+
 // A paged cache on the MLIR backend: every key tile in the space, and the
 // default, divides the block (a tile is one slice of one block) and is at
 // most 16 or a multiple of 16 (whole vectors: tiles of 24 ran 1.3x

@@ -42,6 +42,7 @@ static nlohmann::ordered_json machineJson(const MachineModel &m) {
   j["cores"] = m.cores;
   j["llvm_cpu"] = m.llvmCpu;
   j["llvm_features"] = m.llvmFeatures;
+  j["bf16_dot_per_fma"] = m.bf16DotPerFma;
   return j;
 }
 

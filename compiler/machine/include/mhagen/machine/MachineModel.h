@@ -38,6 +38,13 @@ struct MachineModel {
   /// LLVM CPU model and features for code generation (never one that
   /// implies AVX512-FP16; see HalideTargets.h).
   std::string llvmCpu, llvmFeatures;
+  /// FLOPs the bf16 pair dot product (`vdpbf16ps`) retires for each FLOP
+  /// of the f32 FMA (`vfmadd231ps`), both at full width with enough
+  /// independent accumulators (bench Peak/dpbf16 over Peak/fma_f32); 0 where
+  /// the target has no AVX512_BF16 or the rate was never measured on this
+  /// class of CPU. Above 1, bf16 attention defaults to the dot product
+  /// rather than widening to f32 FMAs (CpuSchedule.cpp).
+  double bf16DotPerFma = 0;
 
   // Memory.
   int64_t l1dBytes = 0, l2Bytes = 0; ///< per core
@@ -58,6 +65,9 @@ struct MachineModel {
   std::string describe() const;
 };
 
+/// MachineModel::bf16DotPerFma of a CPU class (cpuid vendor and family),
+/// as measured on it; 0 for a class never measured.
+double bf16DotPerFmaOf(const std::string &vendor, int family);
 /// The documented preset of a named target (not Host).
 const MachineModel &presetMachine(TargetKind kind);
 /// The model of this machine for a target kind it runs: the kind's ISA
