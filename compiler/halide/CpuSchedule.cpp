@@ -63,7 +63,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       {"decode_tokens",
        layer ? std::vector<int64_t>{0}
              : std::vector<int64_t>{0, 1, 2, 4, 8, 16},
-       "query tokens per tile of the decode variant (0: no decode variant)"});
+       "query tokens per tile of the decode variant (0: no decode variant)",
+       true});
   for (ParamDecl &d : splitKvParams())
     space.params.push_back(std::move(d));
   // The decode micro-kernel: K/V channels in the vector lanes and only the
@@ -74,7 +75,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       {"decode_layout",
        channelsOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
        "decode: 0 rows in vector lanes, 1 channels in lanes (real rows "
-       "only)"});
+       "only)",
+       true});
   // The decode micro-kernel's tasks: one head block each (0), or every
   // head block of a key chunk (1), so a staged key tile reads whole token
   // rows of K/V rather than one head's slice of each.
@@ -82,12 +84,14 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       {"decode_heads",
        channelsOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
        "decode_layout 1: 0 one head block per task, 1 every head block of "
-       "a key chunk per task (whole K/V token rows)"});
+       "a key chunk per task (whole K/V token rows)",
+       true});
   space.params.push_back(
       {"decode_stage_kv",
        channelsOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
        "decode_layout 1: copy each key tile's K/V to dense f32 scratch "
-       "first (0: read the cache in the dot products)"});
+       "first (0: read the cache in the dot products)",
+       true});
   if (layer) {
     space.params.push_back(
         {"gemm_cols", {16, 24, 32, 48, 64}, "output features per GEMM block"});

@@ -99,10 +99,30 @@ std::vector<ParamDecl> splitKvParams() {
   return {{"split_tasks",
            {0, 1, 2, 4, 8, 16},
            "decode: parallel tasks per core the key-axis split aims for (0: "
-           "no split)"},
+           "no split)",
+           true},
           {"split_min_keys",
            {64, 128, 256, 512, 1024, 2048},
-           "decode: fewest keys per chunk of the split"}};
+           "decode: fewest keys per chunk of the split",
+           true}};
+}
+
+std::vector<std::string> pinParamsUnusedAt(ScheduleSpace &space, int64_t tQ) {
+  int64_t decodeTokens = 0; // the most tokens a decode variant may take
+  for (const ParamDecl &d : space.params)
+    if (d.name == "decode_tokens" && !d.values.empty())
+      decodeTokens = d.values.back();
+  std::vector<std::string> pinned;
+  if (tQ <= decodeTokens)
+    return pinned;
+  for (ParamDecl &d : space.params) {
+    auto it = space.defaults.find(d.name);
+    if (!d.decodeOnly || d.values.size() < 2 || it == space.defaults.end())
+      continue;
+    d.values = {it->second};
+    pinned.push_back(d.name);
+  }
+  return pinned;
 }
 
 } // namespace mhagen

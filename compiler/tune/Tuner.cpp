@@ -153,8 +153,17 @@ TuneSummary runTuning(const TuneOptions &o) {
   TuningDb db(o.dbPath);
   sum.warnings = db.warnings();
   ScheduleSpace space = spaceFor(o.spec);
-  ScheduleSearch search(space, o.search);
   std::ostream *log = o.progress;
+  // A prefill call never runs the decode variant: its parameters would
+  // only spend the budget on noise (S1 on a Zen 4: the "best" of 60 trials
+  // differed from the default only in split_tasks, 1.08x by chance).
+  if (auto pinned = pinParamsUnusedAt(space, o.T); !pinned.empty() && log) {
+    *log << "T " << o.T << " never runs the decode variant: pinned";
+    for (const std::string &n : pinned)
+      *log << " " << n << "=" << space.defaults.at(n);
+    *log << "\n";
+  }
+  ScheduleSearch search(space, o.search);
 
   // Resume: what this database already holds for the same spec, target,
   // backend, problem and shard counts toward the budget.

@@ -230,6 +230,46 @@ TEST(SearchSpace, Bf16DotIsTheDefaultWhereItRetiresMoreFlops) {
             0);
 }
 
+// A tuner measuring prefill calls (T_q above every allowed decode_tokens)
+// never runs the decode variant: its parameters are pinned to their
+// defaults, and every other parameter keeps its values. A decode call
+// (T_q 1) keeps them all.
+TEST(SearchSpace, PrefillTuningPinsTheDecodeParameters) {
+  for (Backend b : {Backend::Halide, Backend::Mlir}) {
+    if (!backendBuilt(b))
+      continue;
+    AttentionSpec s = testSpec();
+    s.backend = b;
+    const ScheduleSpace full = kernelBackend(b).scheduleSpace(s);
+    ScheduleSpace prefill = full;
+    const std::vector<std::string> pinned = pinParamsUnusedAt(prefill, 512);
+    EXPECT_NE(std::find(pinned.begin(), pinned.end(), "decode_tokens"),
+              pinned.end());
+    EXPECT_NE(std::find(pinned.begin(), pinned.end(), "split_tasks"),
+              pinned.end());
+    ASSERT_EQ(prefill.params.size(), full.params.size());
+    for (size_t i = 0; i < full.params.size(); ++i) {
+      const ParamDecl &before = full.params[i], &after = prefill.params[i];
+      if (before.decodeOnly) {
+        EXPECT_EQ(after.values,
+                  std::vector<int64_t>{full.defaults.at(before.name)})
+            << before.name;
+      } else {
+        EXPECT_EQ(after.values, before.values) << before.name;
+      }
+    }
+    EXPECT_TRUE(prefill.valid(prefill.defaults));
+    EXPECT_LT(prefill.size(), full.size());
+    // Decode calls, and a prefill as short as the longest decode tile,
+    // keep the whole space.
+    for (int64_t tQ : {1, 8}) {
+      ScheduleSpace decode = full;
+      EXPECT_TRUE(pinParamsUnusedAt(decode, tQ).empty()) << tQ;
+      EXPECT_EQ(decode.size(), full.size());
+    }
+  }
+}
+
 // A paged cache on the MLIR backend: every key tile in the space, and the
 // default, divides the block (a tile is one slice of one block) and is at
 // most 16 or a multiple of 16 (whole vectors: tiles of 24 ran 1.3x

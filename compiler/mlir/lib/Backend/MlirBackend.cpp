@@ -250,7 +250,8 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
   // split form, so that one --schedule serves a spec file of both ops).
   space.params.push_back({"decode_key_tile",
                           {16, 32, 64},
-                          "keys per tile of the split-KV decode form"});
+                          "keys per tile of the split-KV decode form",
+                          true});
   space.defaults["decode_key_tile"] = mlirDecodeKeyTile(s, t);
   // A paged cache: the passes walk key tiles of pagedKeyTile(tile, BLOCK),
   // one slice of one block each, so the space holds those tiles and the
@@ -291,7 +292,7 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
   space.params.push_back(
       {"decode_tokens",
        layer ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1, 2, 4, 8},
-       "query tokens of the split-KV decode form (0: none)"});
+       "query tokens of the split-KV decode form (0: none)", true});
   for (ParamDecl &d : splitKvParams())
     space.params.push_back(std::move(d));
   space.defaults["decode_tokens"] = layer ? 0 : mlirDecodeTokens(s);

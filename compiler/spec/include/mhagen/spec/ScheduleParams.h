@@ -20,6 +20,9 @@ struct ParamDecl {
   std::string name;
   std::vector<int64_t> values; ///< allowed values, ascending
   std::string help;
+  /// Read only by the decode variant, which a call runs when its T_q is at
+  /// most `decode_tokens`: a call with more tokens never executes it.
+  bool decodeOnly = false;
 };
 
 /// A backend's search space for one spec and target: the parameters, the
@@ -53,6 +56,13 @@ std::string declaredViolation(const std::vector<ParamDecl> &params,
 /// split_tasks (parallel tasks per core the key-axis chunks aim for, 0: no
 /// split) and split_min_keys (the fewest keys per chunk).
 std::vector<ParamDecl> splitKvParams();
+
+/// The space as a tuner measuring calls of `tQ` query tokens sees it: where
+/// no allowed `decode_tokens` reaches tQ, the decode variant never runs in
+/// those calls, so every decodeOnly parameter is pinned to its default
+/// (one allowed value) and the budget goes to what the calls execute.
+/// Returns the names pinned.
+std::vector<std::string> pinParamsUnusedAt(ScheduleSpace &space, int64_t tQ);
 
 /// One way to move a default point: a parameter and the direction
 /// (-1: toward smaller allowed values, +1: toward larger ones).
