@@ -14,6 +14,9 @@ rm -rf "$out" && mkdir -p "$out/lib"
   --lib-name gpu_bench --emit ptx
 cp "$BUILD_DIR/tools/mhagen-run-kernel/mhagen-run-kernel" "$out/"
 cp -L "$BUILD_DIR/runtime/libmhagen_runtime.so.1" "$out/lib/"
+# The runtime reads kernel libraries with libelf, which the GPU machine's
+# image may lack (it is not Debian): it travels too.
+cp -L "$(ldconfig -p | awk '/libelf.so.1 /{print $NF; exit}')" "$out/lib/"
 patchelf --set-rpath '$ORIGIN/lib' "$out/mhagen-run-kernel" 2>/dev/null ||
   echo "(patchelf missing: run_h200.sh sets LD_LIBRARY_PATH instead)"
 du -sh "$out"
