@@ -25,10 +25,16 @@ int64_t sharedBytes(const AttentionSpec &s, int64_t rows, int64_t kt,
 } // namespace
 
 // Defaults: 16-row query tiles (the query heads of a GQA group first),
-// 16-key tiles, 8 accumulator channels per thread of the state update.
-// Not tuned on hardware in this repository's sessions (no GPU was lent);
-// they keep a block within the machine model's shared memory and thread
-// limits (48 KiB and 1024 threads for the presets).
+// 16-key tiles, 8 accumulator channels per thread of the state update, and
+// as many threads along the channels as along the keys, so the per-tile
+// stages (rows x keys, rows x channel lanes) keep every thread of the block
+// busy. Measured on an H200 (2026-12-04, bench/RESULTS.md "GPU"; f32, B1
+// h32 kv8 dk128 causal): 32 lanes over 16-key tiles ran S1 in 5.5 ms and
+// S2 in 51 ms, 16 lanes 3.1-3.2 and 31-33 ms, 8 lanes 3.8 and 37; 8-key
+// tiles, 8 or 32 tokens per tile and 4 or 16 channels per thread moved
+// neither by more than the noise. Larger tiles do not fit the machine
+// model's 48 KiB of shared memory per block (the limit without opt-in).
+
 ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
                                const HalideTargetInfo &target) {
   const int64_t maxThreads = target.machine->maxThreadsPerBlock;
@@ -51,7 +57,7 @@ ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
   d["tokens_per_tile"] = std::max<int64_t>(1, 16 / hp);
   d["key_tile"] = 16;
   d["channel_block"] = divisorsUpTo(s.d_v, 8).back();
-  d["lane_threads"] = 32;
+  d["lane_threads"] = d["key_tile"];
   space.violation = [=](const ScheduleParams &p) -> std::string {
     if (std::string why = declaredViolation(space.params, p); !why.empty())
       return why;
