@@ -9,10 +9,12 @@ namespace mhagen::hl {
 
 using namespace Halide;
 
-// Defaults, measured on this project's Zen 4 machine (2 cores, f32,
-// B1 T2048 h32 kv8 dk128 causal; see bench/RESULTS.md for the figures):
-// a 64-row query tile (16 tokens x 4 heads of one GQA group), 32-key tiles,
-// 32x8 register blocks for both QK^T and PV (16 zmm accumulators).
+// Defaults, measured on a Sapphire Rapids VM (2 cores, f32, B1 T2048 h32
+// kv8 dk128 causal; see bench/RESULTS.md for the figures): a 64-row query
+// tile (16 tokens x 4 heads of one GQA group), 32-key tiles, 32x8 register
+// blocks for both QK^T and PV (16 zmm accumulators). On a Zen 4 they run
+// within 10-12 % of the best point 60 trials of `mhagen tune` find on S1
+// and S3 (bench/RESULTS.md, "A Zen 4 class").
 ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
                                const HalideTargetInfo &target) {
   ScheduleSpace space;
