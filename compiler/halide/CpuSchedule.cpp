@@ -446,7 +446,12 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
   const int CB = tl.channelBlock;
 
   // The parallel loop: one task per (batch, head block, query tile). Each
-  // task stores its tile of the output from the finished state.
+  // task stores its tile of the output from the finished state. Under a
+  // causal mask a task's work grows with its query tile, and in both task
+  // orders the query tile grows with the task index (across the loop for
+  // order 0, within each head block for order 1). The runtime's pool hands
+  // tasks out highest index first (runtime/src/TaskOrder.cpp), so a loop
+  // starts with its costliest tasks and ends with its cheapest.
   Var to("to"), ti("ti"), hb("hb"), hi("hi"), co("co"), ck("ck"), task("task");
   output.bound(v.c, 0, static_cast<int>(s.d_v))
       .bound(v.hd, 0, static_cast<int>(s.h))

@@ -55,6 +55,11 @@ void ensureRuntimeInitialized();
 // blocks (ScratchCache.cpp); called once, before any kernel runs.
 void installScratchAllocator();
 
+// Hands out every parallel loop's tasks highest index first, so a causal
+// kernel's costliest query tiles run first (TaskOrder.cpp); called once,
+// before any kernel runs.
+void installTaskOrder();
+
 /// Held (shared) while a kernel runs, so the thread pool is never rebuilt
 /// under a running kernel.
 std::shared_lock<std::shared_mutex> lockPoolForCall();

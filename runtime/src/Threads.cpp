@@ -83,6 +83,7 @@ void ensureRuntimeInitialized() {
     halide_set_custom_print(onHalidePrint);
     defaultLoadLibrary = halide_set_custom_load_library(loadLibrary);
     installScratchAllocator();
+    installTaskOrder();
     std::lock_guard<std::mutex> lock(threadsMu);
     if (numThreads == 0)
       numThreads = defaultThreads();

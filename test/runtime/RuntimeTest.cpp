@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include <cstdlib>
 #include <string>
@@ -975,4 +976,46 @@ TEST(MergeAttention, RefusesNaNAndNullWithoutWriting) {
   EXPECT_EQ(mhagen_merge_attention(-1, 1, o.data(), l.data(), o.data(),
                                    l.data(), out.data(), lse.data()),
             MHAGEN_ERR_INVALID_ARGUMENT);
+}
+
+// Exported by the runtime (Threads.cpp) for kernels without a pool of
+// their own; it runs on the same pool, with the same task order, as the
+// Halide kernels' parallel loops.
+extern "C" int mhagen_parallel_for(int (*fn)(void *, int), void *ctx, int n);
+
+namespace {
+struct TaskLog {
+  std::mutex mu;
+  std::vector<int> order;
+};
+int logTask(void *ctx, int i) {
+  auto *log = static_cast<TaskLog *>(ctx);
+  std::lock_guard<std::mutex> lock(log->mu);
+  log->order.push_back(i);
+  return 0;
+}
+} // namespace
+
+// Heaviest first (runtime/src/TaskOrder.cpp): the pool hands out a
+// loop's tasks from the highest index down, because a causal kernel's
+// costliest query tiles carry the highest indices. With one thread the
+// order is exactly that; with several every task still runs once.
+TEST(Threads, TasksAreHandedOutHighestIndexFirst) {
+  if (const char *env = std::getenv("MHAGEN_TASK_ORDER"))
+    if (std::string(env) == "ascending")
+      GTEST_SKIP() << "MHAGEN_TASK_ORDER=ascending keeps Halide's order";
+  ASSERT_EQ(mhagen_set_num_threads(1), MHAGEN_OK);
+  TaskLog one;
+  ASSERT_EQ(mhagen_parallel_for(logTask, &one, 7), 0);
+  EXPECT_EQ(one.order, (std::vector<int>{6, 5, 4, 3, 2, 1, 0}));
+
+  ASSERT_EQ(mhagen_set_num_threads(3), MHAGEN_OK);
+  TaskLog three;
+  ASSERT_EQ(mhagen_parallel_for(logTask, &three, 100), 0);
+  std::sort(three.order.begin(), three.order.end());
+  std::vector<int> all(100);
+  for (int i = 0; i < 100; ++i)
+    all[i] = i;
+  EXPECT_EQ(three.order, all);
+  ASSERT_EQ(mhagen_set_num_threads(2), MHAGEN_OK);
 }
