@@ -110,7 +110,15 @@ def MhaHoistStackBuffers : Pass<"mha-hoist-stack-buffers", "mlir::func::FuncOp">
 
 def MhaParallelize : Pass<"mha-parallelize", "mlir::ModuleOp"> {
   let summary = "Run the (batch, head, query tile) loop on OpenMP threads";
+  let description = [{
+    Each scf.forall becomes one OpenMP worksharing loop over all its
+    iterations, with the thread count read from the runtime at each call.
+    The loop is scheduled dynamically and its last induction variable (the
+    query tile) is mirrored, so the threads take the costliest causal
+    tiles first and finish together.
+  }];
   let dependentDialects = ["mlir::omp::OpenMPDialect",
+                           "mlir::arith::ArithDialect",
                            "mlir::scf::SCFDialect",
                            "mlir::memref::MemRefDialect",
                            "mlir::func::FuncDialect"];
