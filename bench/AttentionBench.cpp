@@ -7,7 +7,9 @@
 //   mhagen_bench KERNEL_DIR [benchmark flags]
 //   (bench/run_benchmarks.sh runs it and writes a JSON file)
 #include "Baselines.h"
+#include "HostSteal.h"
 #include "MachinePeak.h"
+#include "ParallelIdle.h"
 
 #include "mhagen/harness/KernelHarness.h"
 #include "mhagen/harness/RunCheck.h"
@@ -125,6 +127,7 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
               const std::function<void()> &beforeEach = {}) {
   double total = 0;
   fn(); // warm-up
+  const CpuTicks ticksBefore = readCpuTicks();
   for (auto _ : state) {
     if (beforeEach)
       beforeEach();
@@ -136,6 +139,14 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
     state.SetIterationTime(dt);
     total += dt;
   }
+  state.counters["steal_pct"] = stealPercent(ticksBefore, readCpuTicks());
+  // The cores' speed right after the case, against the peak taken at the
+  // start of the run: a run slowed because the cores themselves ran slower
+  // (a busy SMT sibling, a lower clock) shows it here too, one slowed by
+  // its own work split or memory traffic does not (bench/RESULTS.md,
+  // run-to-run spread).
+  state.counters["fma_now_pct"] =
+      100.0 * measureFmaPeak(threads) / gPeak[threads];
   const double iters = static_cast<double>(state.iterations());
   const double nominal = nominalFlops(spec, size);
   const double useful = usefulFlops(spec, size, kvLens, qLens);
@@ -320,7 +331,11 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
   switch (impl) {
   case Impl::Mhagen:
   case Impl::MhagenMlir:
+    resetParallelIdle(threads);
     timeLoop(state, spec, size, threads, [&] { mhagen_call(k, &a); });
+    // Halide kernels only: MLIR kernels run on OpenMP's threads.
+    if (impl == Impl::Mhagen)
+      state.counters["par_idle_pct"] = parallelIdlePercent();
     break;
   case Impl::Naive: {
     // The reference loops (f32 accumulation; single-threaded by design).
@@ -487,6 +502,10 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  // The runtime sets its pool up (and its task order) on first use; the
+  // probe wraps what it set.
+  mhagen_get_num_threads();
+  installParallelIdleProbe();
   for (int t : {1, 2}) {
     gPeak[t] = measureFmaPeak(t);
     gBf16Dot[t] = measureBf16DotPeak(t);
