@@ -124,8 +124,10 @@ extern "C" int mhagen_get_num_threads(void) {
   return numThreads;
 }
 
-/* Runs fn(ctx, i) for i in [0, n) on the shared pool; used by kernels that
- * do not bring a thread pool of their own (the MLIR backend's). */
+/* Runs fn(ctx, i) for i in [0, n) on the shared pool, handed out as the
+ * pool hands out a kernel's tasks (highest index first, TaskOrder.cpp).
+ * Exported for code without a pool of its own; MLIR kernels run on OpenMP
+ * threads instead (mha-parallelize). */
 extern "C" int mhagen_parallel_for(int (*fn)(void *, int), void *ctx, int n) {
   ensureRuntimeInitialized();
   ParallelClosure c{fn, ctx};
