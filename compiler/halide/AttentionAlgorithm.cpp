@@ -1,4 +1,5 @@
 #include "AttentionAlgorithm.h"
+#include "FastMath.h"
 
 #include "mhagen/spec/SoftmaxNumerics.h"
 
@@ -50,34 +51,6 @@ int channelBlockFor(int64_t dv, int preferred) {
 // infinities): "minus infinity" is kLowest, and hidden keys are zeroed by
 // the mask predicate itself.
 static const float kLowest = kLowestScore; // mhagen/spec/SoftmaxNumerics.h
-
-// exp(x) for x <= 0, 0 below -80 (where f32 exp is 0 anyway); Halide's
-// fast_exp vectorises but is undefined on underflow, hence the clamp.
-static Expr expNonPositive(const Expr &x) {
-  return select(x < -80.0f, 0.0f, fast_exp(max(x, -80.0f)));
-}
-
-// tanh(x) in f32 as a rational function on [-7.905, 7.905] (outside, tanh
-// rounds to +-1), and x itself below 4e-4: Eigen's ptanh, whose
-// coefficients MLIR's math-polynomial-approximation uses too (MLIR 19
-// clamps at 7.9988 instead), so both backends cap scores alike. Max error
-// 3.3e-7 absolute over all of f32 with either clamp (measured against
-// std::tanh in double); Halide 14's own tanh is a scalar libm call per
-// lane.
-static Expr tanhRational(const Expr &a) {
-  const Expr x = clamp(a, -7.90531110763549805f, 7.90531110763549805f);
-  const Expr x2 = x * x;
-  Expr p = -2.76076847742355e-16f;
-  for (float c :
-       {2.00018790482477e-13f, -8.60467152213735e-11f, 5.12229709037114e-08f,
-        1.48572235717979e-05f, 6.37261928875436e-04f, 4.89352455891786e-03f})
-    p = p * x2 + c;
-  Expr q = 1.19825839466702e-06f;
-  for (float c :
-       {1.18534705686654e-04f, 2.26843463243900e-03f, 4.89352518554385e-03f})
-    q = q * x2 + c;
-  return select(abs(a) < 0.0004f, a, x * p / q);
-}
 
 AttentionStages defineAttention(const AttentionSpec &s,
                                 const AttentionInputs &in,
@@ -209,8 +182,10 @@ AttentionStages defineAttention(const AttentionSpec &s,
     // bf16 values (the scale is applied to the f32 dot product).
     const Var &p = v.p;
     Var c2("c2");
+    st.qRows = Func(name("q_rows"));
+    st.qRows(c, i, qo, ho, b) = in.qRaw(c, head, tokenClamped, b);
     st.qTile = Func(name("q_tile"));
-    st.qTile(p, i, c2, qo, ho, b) = in.qRaw(2 * c2 + p, head, tokenClamped, b);
+    st.qTile(p, i, c2, qo, ho, b) = st.qRows(2 * c2 + p, i, qo, ho, b);
     // K rows of the key tile, copied dense (the clamped key index then
     // stays out of the inner loop's addressing).
     st.kTile = Func(name("k_rows"));
@@ -231,11 +206,16 @@ AttentionStages defineAttention(const AttentionSpec &s,
   st.tileMax(i, kt, qo, ho, b) = kLowest;
   st.tileMax(i, kt, qo, ho, b) =
       max(st.tileMax(i, kt, qo, ho, b), st.scores(i, st.rj, kt, qo, ho, b));
+  // P feeds the bf16 dot product rounded to bf16, so its exp needs only
+  // bf16's accuracy there (FastMath.cpp); everywhere else f32's.
+  const ExpAccuracy pAccuracy =
+      tiles.bf16Dot ? ExpAccuracy::Bf16 : ExpAccuracy::F32;
   st.probs = Func(name("probs"));
   st.probs(i, j, kt, qo, ho, b) =
       select(visible,
              expNonPositive(st.scores(i, j, kt, qo, ho, b) -
-                            st.tileMax(i, kt, qo, ho, b)),
+                                st.tileMax(i, kt, qo, ho, b),
+                            pAccuracy),
              0.0f);
 
   st.pvAcc = Func(name("pv_acc"));
@@ -260,8 +240,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
     st.rjPairs = RDom(0, 2, 0, KT / 2, name("rjp"));
     st.tileSum(i, kt, qo, ho, b) +=
         cast<float>(st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b));
-    // V rows copied dense first, then interleaved in key pairs: a key
-    // index clamped per lane would turn the loads into gathers.
+    // V rows of the key tile (clamped key index), interleaved in key
+    // pairs; the schedule keeps channels in lanes, so the clamped key is
+    // one index per vector and the rows are read in place.
     st.vRows = Func(name("v_rows"));
     st.vRows(c, j, kt, g, b) = in.vRaw(c, g, min(kt * KT + j, Tkv - 1), b);
     st.vTile = Func(name("v_pairs"));
@@ -449,9 +430,16 @@ AttentionStages defineAttention(const AttentionSpec &s,
   for (int k = 0; k < CB; ++k)
     channels.push_back(rows(row, c / CB, t / TT, hd / HP, b)[k]);
   const Expr lsum = rows(row, c / CB, t / TT, hd / HP, b)[lIdx];
+  // The reciprocal once per row (a schedule computes it with the rows in
+  // lanes), a product per channel: the per-channel division was the output
+  // step's cost.
+  st.rowScale = Func(name("row_scale"));
+  const Expr rowSum = rows(i, cb, qo, ho, b)[lIdx];
+  st.rowScale(i, cb, qo, ho, b) =
+      select(rowSum > 0.0f, 1.0f / max(rowSum, kTinySum), 0.0f);
   st.out = Func(name("attention"));
   const Expr value =
-      select(lsum > 0.0f, mux(c % CB, channels) / max(lsum, kTinySum), 0.0f);
+      mux(c % CB, channels) * st.rowScale(row, c / CB, t / TT, hd / HP, b);
   if (s.lse) {
     // The row's (m, l) beside the value: the log-sum-exp m + log(l) is
     // taken from them once per row (logSumExp), not per channel.

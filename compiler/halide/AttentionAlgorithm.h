@@ -96,12 +96,13 @@ struct AttentionStages {
   Halide::Func rowSlope;  ///< rowSlope(i, ho): ALiBi slope of row i's head
                           ///< (defined only with alibi)
   Halide::Func qTile;     ///< qTile(i, c, qo, ho, b) = q * scale
+  Halide::Func qRows;     ///< bf16Dot: the tile's Q rows, qRows(c, i, ...)
   Halide::Func kTile;     ///< kTile(c, j, kt, g, b): K rows of a key tile
                           ///< (stageKv: f32; bf16Dot: bf16)
   Halide::Func vTile;     ///< vTile(c, j, kt, g, b) (stageKv), or with
                           ///< bf16Dot vTile(p, c, j2, kt, g, b) = V pairs
   Halide::Func probsBf16; ///< probsBf16(p, i, j2, ...) (bf16Dot only)
-  Halide::Func vRows;     ///< bf16Dot: dense V rows of a key tile
+  Halide::Func vRows;     ///< bf16Dot: V rows of a key tile (clamped key)
   Halide::Func scoresAcc; ///< scoresAcc(i, j, kt, qo, ho, b) = q . k
   Halide::Func scores;    ///< masked scores of one key tile
   Halide::Func tileMax;   ///< row max of a key tile
@@ -118,14 +119,16 @@ struct AttentionStages {
   Halide::RDom rs;       ///< split-KV: over the chunks
   Halide::Expr splits;   ///< chunks per query tile (1 without split-KV)
 
-  Halide::Func out;     ///< out(c, hd, t, b) = acc / sum (0 if all masked);
-                        ///< with lse = true the Tuple (that value, the
-                        ///< row's max m, its sum l): see attentionValue
-  Halide::RDom rc;      ///< over dk (the QK^T dot); with bf16Dot
-                        ///< (pair, dk/2)
-  Halide::RDom rj;      ///< over the keys of one tile
-  Halide::RDom rjPairs; ///< bf16Dot: (pair, KT/2) for the PV dot
-  Halide::RDom rt;      ///< over key tiles (bounded by the mask)
+  Halide::Func rowScale; ///< rowScale(i, cb, qo, ho, b) = 1 / sum, 0 where
+                         ///< the row saw no key: one division per row
+  Halide::Func out;      ///< out(c, hd, t, b) = acc / sum (0 if all masked);
+                         ///< with lse = true the Tuple (that value, the
+                         ///< row's max m, its sum l): see attentionValue
+  Halide::RDom rc;       ///< over dk (the QK^T dot); with bf16Dot
+                         ///< (pair, dk/2)
+  Halide::RDom rj;       ///< over the keys of one tile
+  Halide::RDom rjPairs;  ///< bf16Dot: (pair, KT/2) for the PV dot
+  Halide::RDom rt;       ///< over key tiles (bounded by the mask)
   AttentionTiles tiles;
 };
 
