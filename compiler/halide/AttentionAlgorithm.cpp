@@ -243,10 +243,9 @@ AttentionStages defineAttention(const AttentionSpec &s,
     // V rows of the key tile (clamped key index), interleaved in key
     // pairs; the schedule keeps channels in lanes, so the clamped key is
     // one index per vector and the rows are read in place.
-    st.vRows = Func(name("v_rows"));
-    st.vRows(c, j, kt, g, b) = in.vRaw(c, g, min(kt * KT + j, Tkv - 1), b);
     st.vTile = Func(name("v_pairs"));
-    st.vTile(p, c, j2, kt, g, b) = st.vRows(c, 2 * j2 + p, kt, g, b);
+    st.vTile(p, c, j2, kt, g, b) =
+        in.vRaw(c, g, min(kt * KT + 2 * j2 + p, Tkv - 1), b);
     st.pvAcc(i, c, kt, qo, ho, b) +=
         cast<float>(
             st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b)) *

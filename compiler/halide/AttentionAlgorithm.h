@@ -102,7 +102,6 @@ struct AttentionStages {
   Halide::Func vTile;     ///< vTile(c, j, kt, g, b) (stageKv), or with
                           ///< bf16Dot vTile(p, c, j2, kt, g, b) = V pairs
   Halide::Func probsBf16; ///< probsBf16(p, i, j2, ...) (bf16Dot only)
-  Halide::Func vRows;     ///< bf16Dot: V rows of a key tile (clamped key)
   Halide::Func scoresAcc; ///< scoresAcc(i, j, kt, qo, ho, b) = q . k
   Halide::Func scores;    ///< masked scores of one key tile
   Halide::Func tileMax;   ///< row max of a key tile
