@@ -9,12 +9,27 @@ namespace mhagen::hl {
 
 using namespace Halide;
 
-// Defaults, measured on a Sapphire Rapids VM (2 cores, f32, B1 T2048 h32
-// kv8 dk128 causal; see bench/RESULTS.md for the figures): a 64-row query
-// tile (16 tokens x 4 heads of one GQA group), 32-key tiles, 32x8 register
-// blocks for both QK^T and PV (16 zmm accumulators). On a Zen 4 they run
-// within 10-12 % of the best point 60 trials of `mhagen tune` find on S1
-// and S3 (bench/RESULTS.md, "A Zen 4 class").
+// Defaults, first measured on a Sapphire Rapids VM (2 cores, f32, B1 T2048
+// h32 kv8 dk128 causal; see bench/RESULTS.md for the figures): a 64-row
+// query tile (16 tokens x 4 heads of one GQA group), 32-key tiles, 32x8
+// register blocks for both QK^T and PV (16 zmm accumulators); calls of at
+// least 512 tokens take a longer tile sized from the L2 (below). On a Zen 4
+// 60 trials of `mhagen tune` find nothing faster on S1 (1.00x) or S3
+// (1.01x) (bench/RESULTS.md, "The long-call variant").
+
+// One task's scratch in bytes for a query tile of `rows` and key tiles of
+// `keyTile`: the tile's Q, scores and probabilities, the accumulators and
+// their (max, sum) per channel block, and with stageKv the K/V tile.
+static int64_t taskScratchBytes(int64_t rows, int64_t keyTile, int64_t dk,
+                                int64_t dv, int64_t channelBlock,
+                                bool stageKv) {
+  int64_t bytes =
+      4 * rows * (dk + 2 * keyTile + 2 * dv + 2 * dv / channelBlock + 4);
+  if (stageKv)
+    bytes += 4 * keyTile * (dk + dv);
+  return bytes;
+}
+
 ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
                                const HalideTargetInfo &target) {
   ScheduleSpace space;
@@ -94,6 +109,31 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
        "decode_layout 1: copy each key tile's K/V to dense f32 scratch "
        "first (0: read the cache in the dot products)",
        true});
+  // The long-call variant (issue 15): a second prefill pipeline with a
+  // longer query tile, which the kernel runs for calls of at least
+  // long_min_tokens query tokens (HalideWrapper.cpp). Only where T_q is
+  // known at call time alone: a static T gets its tile directly, and a
+  // ragged batch's sequences may each be short.
+  const bool longOk = s.op == Op::Sdpa && !s.T && !s.ragged;
+  const std::vector<int64_t> tokensPerTile = space.params[1].values;
+  std::vector<int64_t> longTokens = {0};
+  if (longOk)
+    longTokens.insert(longTokens.end(), tokensPerTile.begin(),
+                      tokensPerTile.end());
+  space.params.push_back(
+      {"long_tokens_per_tile", longTokens,
+       "tokens per query tile of the long-call variant (0: no variant)", false,
+       true});
+  space.params.push_back(
+      {"long_key_tile",
+       longOk ? space.params[2].values : std::vector<int64_t>{32},
+       "keys per softmax step of the long-call variant", false, true});
+  space.params.push_back(
+      {"long_min_tokens",
+       longOk ? std::vector<int64_t>{128, 256, 512, 1024, 2048}
+              : std::vector<int64_t>{512},
+       "the fewest query tokens a call runs the long-call variant with", false,
+       true});
   if (layer) {
     space.params.push_back(
         {"gemm_cols", {16, 24, 32, 48, 64}, "output features per GEMM block"});
@@ -118,38 +158,32 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     if (x <= 16)
       heads = x;
   d["heads_per_tile"] = heads;
-  // K/V reuse (issue 15): every row of a query tile uses each staged K/V
-  // tile, so a longer tile re-reads K/V less often. With T unknown the tile
-  // stays at about 64 rows, because a call with few tokens pays for the
-  // padding (B1 T40 h32 kv8 causal: 0.28 ms at 64 rows, 0.45 ms at 128).
-  // With a static T of at least 1024 tokens the tile grows towards 256
-  // rows while the parallel tasks stay >= 4 per core; the per-task scratch
-  // bound (half the L2 of the machine model, below) shrinks it on machines
-  // with a smaller L2. S2 f32: 178 -> 145 ms; S2 without the mask: 353 ->
-  // 292 ms (Sapphire Rapids class, 2 threads, 2026-12-02).
-  int64_t rowsTarget = 64;
-  if (s.T && *s.T >= 1024)
-    rowsTarget = 256;
+  // Two query tiles (issue 15). Every row of a query tile uses each K/V
+  // tile staged for it, so a longer tile reads K/V fewer times; but a call
+  // with few tokens computes the tile's padding. The short tile has about
+  // 64 rows (B1 T40 h32 kv8 causal: 0.28 ms at 64 rows, 0.45 ms at 128,
+  // Sapphire Rapids class). The long tile is the one whose task scratch,
+  // with its staged K/V tile, fills at most a third of the L2 of the
+  // machine model: the most rows (up to 256), then the longer key tile.
+  // On a Zen 4 (1 MiB L2) that is 128 rows with 64-key tiles, 330 KiB: S2
+  // f32 215 -> 200 ms, S3 22.2 -> 19.3-20.6 ms, S1 14.5 -> 14.2-14.9 (256
+  // rows with 32 keys, 500 KiB: S2 204 ms); but B1 T200 h32 kv8 causal
+  // 2.78 -> 3.35 ms (2 threads, 2026-12-05). A 2 MiB L2 gets 256 rows with
+  // 64 keys; 256 rows with 32 keys took S2 from 178 to 145 ms there
+  // (Sapphire Rapids class, 2026-12-02). A 512 KiB L2 (Zen 3) keeps the
+  // short tile. A static T of at least long_min_tokens takes the long
+  // tile; with T unknown both are compiled and each call takes one.
+  const int64_t longMin = 512;
   const int64_t minTasks = 4 * target.machine->coresOrDefault();
+  auto tasksAt = [&](int64_t T, int64_t t) {
+    return s.B.value_or(1) * (s.h / heads) * ((T + t - 1) / t);
+  };
   d["tokens_per_tile"] = 1;
-  for (int64_t t : space.params[1].values) {
-    const int64_t tasks =
-        s.B.value_or(1) * (s.h / heads) * ((s.T.value_or(t) + t - 1) / t);
-    if (heads * t <= rowsTarget &&
-        (t == 1 || rowsTarget == 64 || tasks >= minTasks))
+  for (int64_t t : tokensPerTile)
+    if (heads * t <= 64)
       d["tokens_per_tile"] = t;
-  }
   d["key_tile"] = 32;
-  d["channel_block"] = divisorsUpTo(s.d_v, 16).back();
-  d["vector_width"] = vw;
-  d["s_rows"] = 2 * vw;
-  d["s_keys"] = vw == 16 ? 8 : 4;
-  d["pv_rows"] = 2 * vw;
-  d["pv_chans"] = std::min<int64_t>(vw == 16 ? 8 : 4, s.d_v);
-  // Dense K/V tiles keep the key rows' addresses out of the inner loops
-  // (measured 26% faster on S2 f32, one thread).
   d["stage_kv"] = 1;
-  d["task_order"] = 0;
   // bf16: pairwise dot products (vdpbf16ps) where the machine model says
   // they retire more FLOPs than the f32 FMA, else widened to f32 for f32
   // FMAs. On a Zen 4 (2x) the dot product with 64-key tiles is the fastest
@@ -165,6 +199,44 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     d["stage_kv"] = 0;
     d["key_tile"] = 64;
   }
+  // The long tile saves K/V staging; the bf16 dot product reads K/V in
+  // place and gains nothing from it (S2 bf16 110 ms short, 115 long; S3
+  // 11.5-12.0 both; Zen 4 class, 2026-12-05), so it keeps one tile.
+  const int64_t channelBlock = divisorsUpTo(s.d_v, 16).back();
+  int64_t longT = 0, longKeys = 0;
+  for (int64_t t : d["stage_kv"] ? tokensPerTile : std::vector<int64_t>{})
+    for (int64_t kt : {32, 64}) {
+      const int64_t rows = roundUp(heads * t, vw);
+      if (rows > 256 || tasksAt(s.T.value_or(longMin), t) < minTasks ||
+          taskScratchBytes(rows, kt, s.d_k, s.d_v, channelBlock, true) >
+              target.machine->l2Bytes / 3)
+        continue;
+      if (t > longT || (t == longT && kt > longKeys)) {
+        longT = t;
+        longKeys = kt;
+      }
+    }
+  const bool longDiffers =
+      longT > d["tokens_per_tile"] ||
+      (longT == d["tokens_per_tile"] && longKeys != d["key_tile"]);
+  d["long_tokens_per_tile"] = 0;
+  d["long_key_tile"] = longOk && longDiffers ? longKeys : 32;
+  d["long_min_tokens"] = longMin;
+  if (longDiffers && s.T && *s.T >= longMin) {
+    d["tokens_per_tile"] = longT;
+    d["key_tile"] = longKeys;
+  } else if (longDiffers && longOk) {
+    d["long_tokens_per_tile"] = longT;
+  }
+  d["channel_block"] = channelBlock;
+  d["vector_width"] = vw;
+  d["s_rows"] = 2 * vw;
+  d["s_keys"] = vw == 16 ? 8 : 4;
+  d["pv_rows"] = 2 * vw;
+  d["pv_chans"] = std::min<int64_t>(vw == 16 ? 8 : 4, s.d_v);
+  // Dense K/V tiles (stage_kv above) keep the key rows' addresses out of
+  // the inner loops (measured 26% faster on S2 f32, one thread).
+  d["task_order"] = 0;
   // Decode tile: the GQA group's heads times as many tokens as fill one
   // vector, so a T_q = 1 step computes no padding tokens (the prefill
   // tile's 16 tokens made S4 compute 16x the rows it needs: 4.9 ms
@@ -244,12 +316,14 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
           (nb <= perCore || nb == 64))
         d["gemm_n_block"] = nb;
   }
-  // Make the default row count a multiple of both register blocks.
+  // Make the default row counts multiples of both register blocks.
   auto fitRegisterBlocks = [vw](ScheduleParams &p) {
-    int64_t rows = roundUp(p["heads_per_tile"] * p["tokens_per_tile"], vw);
-    if (rows % p["s_rows"] != 0 || rows % p["pv_rows"] != 0) {
-      p["s_rows"] = vw;
-      p["pv_rows"] = vw;
+    for (const char *tokens : {"tokens_per_tile", "long_tokens_per_tile"}) {
+      int64_t rows = roundUp(p["heads_per_tile"] * p[tokens], vw);
+      if (rows % p["s_rows"] != 0 || rows % p["pv_rows"] != 0) {
+        p["s_rows"] = vw;
+        p["pv_rows"] = vw;
+      }
     }
   };
   fitRegisterBlocks(d);
@@ -265,20 +339,44 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       return "heads_per_tile must divide h/kv";
     if (p.at("s_rows") % w || p.at("pv_rows") % w)
       return "s_rows and pv_rows must be multiples of vector_width";
-    if (rowsT % p.at("s_rows") || rowsT % p.at("pv_rows"))
-      return "the tile's rows (" + std::to_string(rowsT) +
-             ") must be a multiple of s_rows and pv_rows";
-    if (rowsT > 256)
-      return "more than 256 rows per tile";
+    // Both prefill tiles: the short one, and the long-call variant's.
+    auto tileViolation = [&](const std::string &what, int64_t rows,
+                             int64_t keyTile) -> std::string {
+      if (rows % p.at("s_rows") || rows % p.at("pv_rows"))
+        return what + "'s rows (" + std::to_string(rows) +
+               ") must be a multiple of s_rows and pv_rows";
+      if (rows > 256)
+        return "more than 256 rows per " + what;
+      if (keyTile % p.at("s_keys"))
+        return what + "'s key tile must be a multiple of s_keys";
+      if (p.at("bf16_dot") && keyTile % 2)
+        return "bf16_dot needs an even key tile";
+      // Per-task scratch must fit in half the L2
+      // (MachineModel::scratchBudget).
+      const int64_t scratch = taskScratchBytes(
+          rows, keyTile, dk, dv, p.at("channel_block"), p.at("stage_kv") != 0);
+      if (scratch > scratchBudget)
+        return "per-task scratch of the " + what + " " +
+               std::to_string(scratch / 1024) + " KiB exceeds " +
+               std::to_string(scratchBudget / 1024) +
+               " KiB (half the L2 of the target's machine model)";
+      return "";
+    };
+    if (dv % p.at("channel_block"))
+      return "channel_block must divide dv";
+    if (std::string why = tileViolation("query tile", rowsT, p.at("key_tile"));
+        !why.empty())
+      return why;
+    if (const int64_t lt = p.at("long_tokens_per_tile"); lt > 0)
+      if (std::string why = tileViolation(
+              "long-call tile", roundUp(hpT * lt, w), p.at("long_key_tile"));
+          !why.empty())
+        return why;
     if (p.at("decode_tokens") > 0 &&
         roundUp(hpT * p.at("decode_tokens"), w) > 256)
       return "more than 256 rows per decode tile";
-    if (p.at("key_tile") % p.at("s_keys"))
-      return "key_tile must be a multiple of s_keys";
-    if (p.at("bf16_dot") && (p.at("key_tile") % 2 || p.at("stage_kv")))
-      return "bf16_dot needs an even key_tile and stage_kv = 0";
-    if (dv % p.at("channel_block"))
-      return "channel_block must divide dv";
+    if (p.at("bf16_dot") && p.at("stage_kv"))
+      return "bf16_dot needs stage_kv = 0";
     if (p.at("pv_chans") > dv)
       return "pv_chans exceeds dv";
     // Register budget: accumulators + row vectors + one broadcast.
@@ -291,16 +389,6 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     if (!fits(p.at("pv_rows"), p.at("pv_chans")))
       return "PV register block needs more than " + std::to_string(regs) +
              " vector registers";
-    // Per-task scratch must fit in half the L2 (MachineModel::scratchBudget).
-    int64_t scratch = 4 * rowsT *
-                      (dk + 2 * p.at("key_tile") + 2 * dv +
-                       2 * dv / p.at("channel_block") + 4);
-    if (p.at("stage_kv"))
-      scratch += 4 * p.at("key_tile") * (dk + dv);
-    if (scratch > scratchBudget)
-      return "per-task scratch " + std::to_string(scratch / 1024) +
-             " KiB exceeds " + std::to_string(scratchBudget / 1024) +
-             " KiB (half the L2 of the target's machine model)";
     if (p.count("gemm_cols")) {
       if (p.at("gemm_cols") % w)
         return "gemm_cols must be a multiple of vector_width";
@@ -315,10 +403,12 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     return "";
   };
   // Wide heads (dk, dv up to 512) can push the per-task scratch past its
-  // bound: fewer tokens per tile first, then shorter key tiles, then no
-  // K/V staging.
+  // bound: a shorter long-call tile first (down to none), then fewer
+  // tokens per tile, then shorter key tiles, then no K/V staging.
   space.defaults = descendToValid(space, d,
-                                  {{"tokens_per_tile", -1},
+                                  {{"long_tokens_per_tile", -1},
+                                   {"long_key_tile", -1},
+                                   {"tokens_per_tile", -1},
                                    {"key_tile", -1},
                                    {"stage_kv", -1},
                                    {"heads_per_tile", -1}},
@@ -388,8 +478,8 @@ static void scheduleKeyTileCpu(AttentionStages st, const AttentionVars &v,
     st.kTile.compute_at(st.state, st.rt)
         .vectorize(v.c, 2 * vw, TailStrategy::GuardWithIf);
     // V pairs with channels in lanes and the pair element unrolled: two
-    // dense loads of V rows in place (vRows inline: the clamped key is one
-    // index per vector, not per lane), which Halide's interleaving pass
+    // dense loads of V rows in place (the clamped key is one index per
+    // vector, not per lane), which Halide's interleaving pass
     // fuses into one interleaved store. Vectorised over the pair first,
     // every lane was a 16-bit insert (~8 % of a bf16 S1 call on a Zen 4);
     // the dense copy of the rows cost another 1-3 %.
@@ -528,6 +618,26 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
   t.splitKv = true;
   t.prefix = "dec_";
   return t;
+}
+
+std::optional<ScheduleParams> cpuLongCallParams(const AttentionSpec &s,
+                                                const ScheduleParams &p) {
+  const int64_t tokens = get(p, "long_tokens_per_tile");
+  if (tokens == 0 || s.op != Op::Sdpa || s.T || s.ragged)
+    return std::nullopt;
+  // A long tile the default descent shrank back to the short one would
+  // only repeat the first pipeline.
+  if (tokens == get(p, "tokens_per_tile") &&
+      get(p, "long_key_tile") == get(p, "key_tile"))
+    return std::nullopt;
+  ScheduleParams q = p;
+  q["tokens_per_tile"] = tokens;
+  q["key_tile"] = get(p, "long_key_tile");
+  q["long_tokens_per_tile"] = 0;
+  // Its calls have at least long_min_tokens > 16 query tokens: never a
+  // decode step.
+  q["decode_tokens"] = 0;
+  return q;
 }
 
 // The decode micro-kernel (decode_layout = 1): a decode step has only

@@ -38,6 +38,14 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &spec,
                                              const ScheduleParams &p,
                                              const HalideTargetInfo &target);
 
+/// The long-call variant (long_tokens_per_tile > 0): the schedule of the
+/// second prefill pipeline a kernel runs for calls of at least
+/// long_min_tokens query tokens -- `p` with the long tile as its query and
+/// key tiles, and no decode variant of its own. Nothing when the spec has
+/// no such variant.
+std::optional<ScheduleParams> cpuLongCallParams(const AttentionSpec &spec,
+                                                const ScheduleParams &p);
+
 /// Decode (T_q <= decode_tokens): one parallel task per (key-axis chunk,
 /// head block, query tile, batch) computes a partial state; a small
 /// serial pass merges the chunks. With decode_layout = 1 the per-key-tile

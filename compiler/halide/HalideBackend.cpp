@@ -78,10 +78,15 @@ std::vector<std::string> halideEmitKinds(const AttentionSpec &s) {
   return kinds;
 }
 
+// `longCall`: the long-call variant's pipeline (CpuSchedule.h,
+// cpuLongCallParams), compiled into the same object as
+// <symbol>_long_pipeline; the wrapper runs it for calls of at least
+// long_min_tokens query tokens.
 BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
                            const BackendOptions &opt,
                            const HalideTargetInfo &ti,
-                           const ScheduleParams &params) {
+                           const ScheduleParams &params,
+                           BuiltPipeline *longCall = nullptr) {
   const std::vector<std::string> kinds = halideEmitKinds(s);
   checkEmitKinds(
       opt.emit,
@@ -107,6 +112,15 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
   Pipeline pipeline(hl::outputsOf(bp, s));
   Module m = pipeline.compile_to_module(args, opt.symbol + "_pipeline", target,
                                         LinkageType::External);
+  std::optional<int64_t> longMinTokens;
+  if (longCall) {
+    Pipeline longPipeline(hl::outputsOf(*longCall, s));
+    Module lm = longPipeline.compile_to_module(longCall->args,
+                                               opt.symbol + "_long_pipeline",
+                                               target, LinkageType::External);
+    m = link_modules(opt.symbol + "_pipelines", {m, lm});
+    longMinTokens = params.at("long_min_tokens");
+  }
   TempDir dir("mhagen-halide");
   std::map<OutputFileType, std::string> outs = {
       {OutputFileType::bitcode, dir.file("kernel.bc")}};
@@ -135,7 +149,8 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
     if (opt.emit.count("ptx") && s.target.kind == TargetKind::Cuda)
       r.irs["ptx"] = device;
   }
-  r.wrapperSource = hl::wrapperSource(s, opt.symbol, s.target.str(), ti.gpu);
+  r.wrapperSource =
+      hl::wrapperSource(s, opt.symbol, s.target.str(), ti.gpu, longMinTokens);
   r.wrapperIncludeDirs = {MHAGEN_HALIDE_INCLUDE_DIR};
   return r;
 }
@@ -169,7 +184,14 @@ BackendResult compileWithHalide(const AttentionSpec &s,
       hl::applyGpuSchedule(bp, s, params);
     else
       hl::applyCpuSchedule(bp, s, params);
-    return compileBuilt(bp, s, opt, ti, params);
+    const std::optional<ScheduleParams> longParams =
+        ti.gpu ? std::nullopt : hl::cpuLongCallParams(s, params);
+    if (!longParams)
+      return compileBuilt(bp, s, opt, ti, params);
+    BuiltPipeline longCall =
+        hl::buildPipeline(s, hl::cpuAttentionTiles(s, *longParams));
+    hl::applyCpuSchedule(longCall, s, *longParams);
+    return compileBuilt(bp, s, opt, ti, params, &longCall);
   } catch (const Halide::CompileError &e) {
     throw BackendError("", std::string("Halide could not compile the "
                                        "pipeline: ") +

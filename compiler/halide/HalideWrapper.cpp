@@ -12,7 +12,8 @@
 namespace mhagen::hl {
 
 std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
-                          const std::string &target, bool gpu) {
+                          const std::string &target, bool gpu,
+                          std::optional<int64_t> longMinTokens) {
   const backend::WrapperPlan plan = backend::wrapperPlan(s);
   const backend::HalideBufferCall bufs = backend::halideBufferCall(s, plan);
   std::string setup = bufs.setup, teardown;
@@ -70,13 +71,22 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
       teardown += "  {\n" + hostDone + "  }\n";
     }
   }
+  // The pipeline a call runs: the long-call variant for calls of at least
+  // longMinTokens query tokens, where the kernel has one.
+  std::string longDecl, call = symbol + "_pipeline(" + bufs.callArgs + ")";
+  if (longMinTokens) {
+    longDecl = "int " + symbol + "_long_pipeline(" + bufs.params + ");\n";
+    call = "a->t_q >= " + std::to_string(*longMinTokens) + " ? " + symbol +
+           "_long_pipeline(" + bufs.callArgs + ")\n                 : " + call;
+  }
   return fillTemplate(templateText("halide_wrapper.c.in"),
                       {{"MHAGEN_VERSION", MHAGEN_VERSION},
                        {"SYMBOL", symbol},
                        {"TARGET", target},
                        {"PIPELINE_PARAMS", bufs.params},
                        {"BUFFER_SETUP", setup},
-                       {"PIPELINE_CALL_ARGS", bufs.callArgs},
+                       {"LONG_PIPELINE_DECL", longDecl},
+                       {"PIPELINE_CALL", call},
                        {"BUFFER_TEARDOWN", teardown},
                        {"EXTRA_INCLUDES", includes}});
 }

@@ -6,12 +6,17 @@
 
 #include "mhagen/spec/AttentionSpec.h"
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace mhagen::hl {
 
+/// `longMinTokens`: the object also holds <symbol>_long_pipeline (the
+/// long-call variant), which calls of at least that many query tokens run.
 std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
-                          const std::string &target, bool gpu);
+                          const std::string &target, bool gpu,
+                          std::optional<int64_t> longMinTokens = {});
 
 } // namespace mhagen::hl
 

@@ -109,15 +109,21 @@ std::vector<ParamDecl> splitKvParams() {
 
 std::vector<std::string> pinParamsUnusedAt(ScheduleSpace &space, int64_t tQ) {
   int64_t decodeTokens = 0; // the most tokens a decode variant may take
-  for (const ParamDecl &d : space.params)
+  int64_t longMin = 0;      // the fewest tokens a long-call variant may take
+  for (const ParamDecl &d : space.params) {
     if (d.name == "decode_tokens" && !d.values.empty())
       decodeTokens = d.values.back();
+    if (d.name == "long_min_tokens" && !d.values.empty())
+      longMin = d.values.front();
+  }
+  const bool decodeUnused = tQ > decodeTokens;
+  const bool longUnused = tQ < longMin;
   std::vector<std::string> pinned;
-  if (tQ <= decodeTokens)
-    return pinned;
   for (ParamDecl &d : space.params) {
     auto it = space.defaults.find(d.name);
-    if (!d.decodeOnly || d.values.size() < 2 || it == space.defaults.end())
+    const bool unused =
+        (d.decodeOnly && decodeUnused) || (d.longOnly && longUnused);
+    if (!unused || d.values.size() < 2 || it == space.defaults.end())
       continue;
     d.values = {it->second};
     pinned.push_back(d.name);

@@ -107,31 +107,91 @@ TEST(SearchSpace, ConstraintsRuleOutInvalidPoints) {
 }
 
 // K/V reuse (issue 15): every row of a query tile uses each staged K/V
-// tile. With a long static T the default tile grows towards 256 rows as far
-// as the per-task scratch fits half the L2 of the target's machine model;
-// with T unknown it stays at 64 rows (short calls would pay the padding).
-TEST(SearchSpace, LongStaticTGrowsTheQueryTileWithinTheL2) {
-  auto rowsFor = [](std::optional<int64_t> T, int64_t l2Bytes) {
+// tile. The long tile is the longest whose per-task scratch with its staged
+// K/V tile fills at most a third of the L2 of the target's machine model
+// (most rows first, then the longer key tile). A static T of at least 512
+// takes it; with T unknown the kernel keeps a 64-row tile for short calls
+// and compiles the long one as its long-call variant.
+TEST(SearchSpace, LongCallsGetTheLongestQueryTileTheL2Holds) {
+  struct Tile {
+    int64_t rows, keys, longRows, longKeys;
+  };
+  auto tileFor = [](std::optional<int64_t> T, int64_t l2Bytes,
+                    const std::string &dtype = "f32") {
     AttentionSpec s =
         parseSpecs("spec reuse { op = sdpa; d = 4096; h = 32; kv = 8; "
-                   "mask = causal; target = avx512 }",
+                   "mask = causal; dtype = " +
+                       dtype + "; target = avx512_bf16 }",
                    "t")
             .at(0);
     s.T = T;
-    auto m = std::make_shared<MachineModel>(presetMachine(TargetKind::Avx512));
+    auto m =
+        std::make_shared<MachineModel>(presetMachine(TargetKind::Avx512Bf16));
     m->l2Bytes = l2Bytes;
     s.target.machine = m;
     ScheduleSpace space = kernelBackend(Backend::Halide).scheduleSpace(s);
-    EXPECT_TRUE(space.valid(space.defaults)) << space.violation(space.defaults);
-    return space.defaults.at("heads_per_tile") *
-           space.defaults.at("tokens_per_tile");
+    const ScheduleParams &d = space.defaults;
+    EXPECT_TRUE(space.valid(d)) << space.violation(d);
+    return Tile{d.at("heads_per_tile") * d.at("tokens_per_tile"),
+                d.at("key_tile"),
+                d.at("heads_per_tile") * d.at("long_tokens_per_tile"),
+                d.at("long_key_tile")};
   };
-  EXPECT_EQ(rowsFor(std::nullopt, 2048 * 1024), 64);
-  EXPECT_EQ(rowsFor(512, 2048 * 1024), 64);
-  EXPECT_EQ(rowsFor(2048, 2048 * 1024), 256);
-  // A 512 KiB L2 (Zen 3): 256 KiB of scratch holds 96 rows with their
-  // staged 32-key K/V tile (4 B x rows x 468 floats + 32 KiB).
-  EXPECT_EQ(rowsFor(2048, 512 * 1024), 96);
+  const int64_t KiB = 1024;
+  // 1 MiB L2 (Zen 4): 128 rows x 64 keys, 330 KiB (256 x 32 is 500).
+  Tile t = tileFor(std::nullopt, 1024 * KiB);
+  EXPECT_EQ(t.rows, 64);
+  EXPECT_EQ(t.keys, 32);
+  EXPECT_EQ(t.longRows, 128);
+  EXPECT_EQ(t.longKeys, 64);
+  t = tileFor(2048, 1024 * KiB);
+  EXPECT_EQ(t.rows, 128);
+  EXPECT_EQ(t.keys, 64);
+  EXPECT_EQ(t.longRows, 0); // a static T has one tile
+  EXPECT_EQ(tileFor(511, 1024 * KiB).rows, 64);
+  EXPECT_EQ(tileFor(512, 1024 * KiB).rows, 128);
+  // 2 MiB L2 (Sapphire Rapids): 256 rows x 64 keys, 596 KiB.
+  t = tileFor(std::nullopt, 2048 * KiB);
+  EXPECT_EQ(t.longRows, 256);
+  EXPECT_EQ(t.longKeys, 64);
+  EXPECT_EQ(tileFor(2048, 2048 * KiB).rows, 256);
+  // 512 KiB L2 (Zen 3): only the short tile fits a third (149 KiB), so
+  // there is no long-call variant.
+  t = tileFor(std::nullopt, 512 * KiB);
+  EXPECT_EQ(t.rows, 64);
+  EXPECT_EQ(t.longRows, 0);
+  EXPECT_EQ(tileFor(2048, 512 * KiB).rows, 64);
+  // The bf16 dot product reads K/V in place: nothing staged to save.
+  t = tileFor(std::nullopt, 1024 * KiB, "bf16");
+  EXPECT_EQ(t.rows, 64);
+  EXPECT_EQ(t.longRows, 0);
+}
+
+// A tuner measuring calls shorter than every allowed long_min_tokens never
+// runs the long-call variant: its parameters are pinned to their defaults,
+// as the decode variant's are for calls longer than any decode tile.
+TEST(SearchSpace, ShortCallsPinTheLongCallParameters) {
+  AttentionSpec s = parseSpecs("spec pin { op = sdpa; d = 4096; h = 32; "
+                               "kv = 8; mask = causal; target = avx512 }",
+                               "t")
+                        .at(0);
+  auto pinnedAt = [&](int64_t tQ) {
+    ScheduleSpace space = kernelBackend(Backend::Halide).scheduleSpace(s);
+    return pinParamsUnusedAt(space, tQ);
+  };
+  auto has = [](const std::vector<std::string> &v, const char *name) {
+    return std::find(v.begin(), v.end(), name) != v.end();
+  };
+  const std::vector<std::string> shortCall = pinnedAt(64);
+  EXPECT_TRUE(has(shortCall, "long_tokens_per_tile"));
+  EXPECT_TRUE(has(shortCall, "long_key_tile"));
+  EXPECT_TRUE(has(shortCall, "long_min_tokens"));
+  EXPECT_TRUE(has(shortCall, "decode_layout"));
+  const std::vector<std::string> longCall = pinnedAt(2048);
+  EXPECT_FALSE(has(longCall, "long_tokens_per_tile"));
+  EXPECT_TRUE(has(longCall, "decode_layout"));
+  EXPECT_TRUE(has(pinnedAt(1), "long_key_tile"));
+  EXPECT_FALSE(has(pinnedAt(1), "decode_layout"));
 }
 
 // The layer's packed GEMM (issue 15, item 3): its chunk and task widths
@@ -261,11 +321,15 @@ TEST(SearchSpace, PrefillTuningPinsTheDecodeParameters) {
     EXPECT_TRUE(prefill.valid(prefill.defaults));
     EXPECT_LT(prefill.size(), full.size());
     // Decode calls, and a prefill as short as the longest decode tile,
-    // keep the whole space.
+    // keep every parameter they run: only the long-call variant's are
+    // pinned (its calls have at least 128 tokens).
     for (int64_t tQ : {1, 8}) {
       ScheduleSpace decode = full;
-      EXPECT_TRUE(pinParamsUnusedAt(decode, tQ).empty()) << tQ;
-      EXPECT_EQ(decode.size(), full.size());
+      for (const std::string &name : pinParamsUnusedAt(decode, tQ))
+        EXPECT_EQ(name.rfind("long_", 0), 0u) << tQ << " " << name;
+      for (size_t i = 0; i < full.params.size(); ++i)
+        if (!full.params[i].longOnly)
+          EXPECT_EQ(decode.params[i].values, full.params[i].values);
     }
   }
 }

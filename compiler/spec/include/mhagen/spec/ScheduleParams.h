@@ -23,6 +23,9 @@ struct ParamDecl {
   /// Read only by the decode variant, which a call runs when its T_q is at
   /// most `decode_tokens`: a call with more tokens never executes it.
   bool decodeOnly = false;
+  /// Read only by the long-call variant, which a call runs when its T_q is
+  /// at least `long_min_tokens`: a call with fewer tokens never executes it.
+  bool longOnly = false;
 };
 
 /// A backend's search space for one spec and target: the parameters, the
@@ -60,8 +63,9 @@ std::vector<ParamDecl> splitKvParams();
 /// The space as a tuner measuring calls of `tQ` query tokens sees it: where
 /// no allowed `decode_tokens` reaches tQ, the decode variant never runs in
 /// those calls, so every decodeOnly parameter is pinned to its default
-/// (one allowed value) and the budget goes to what the calls execute.
-/// Returns the names pinned.
+/// (one allowed value); likewise every longOnly parameter where tQ is below
+/// every allowed `long_min_tokens`. The budget goes to what the calls
+/// execute. Returns the names pinned.
 std::vector<std::string> pinParamsUnusedAt(ScheduleSpace &space, int64_t tQ);
 
 /// One way to move a default point: a parameter and the direction
