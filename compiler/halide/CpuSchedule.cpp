@@ -13,7 +13,8 @@ using namespace Halide;
 // h32 kv8 dk128 causal; see bench/RESULTS.md for the figures): a 64-row
 // query tile (16 tokens x 4 heads of one GQA group), 32-key tiles, 32x8
 // register blocks for both QK^T and PV (16 zmm accumulators); calls of at
-// least 512 tokens take a longer tile sized from the L2 (below). On a Zen 4
+// least 512 tokens take a longer tile sized from the L2, whose tasks copy
+// K/V once for several query tiles (below). On a Zen 4
 // 60 trials of `mhagen tune` find nothing faster on S1 (1.00x) or S3
 // (1.01x) (bench/RESULTS.md, "The long-call variant").
 
@@ -39,6 +40,12 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   const int64_t scratchBudget = target.machine->scratchBudget();
   const int64_t group = s.h / s.n_kv;
   const bool layer = s.op == Op::Layer;
+  // K/V bytes a task copies for all its query tiles, per key: f32 rows,
+  // or the bf16 dot product's bf16 K rows and V pairs.
+  auto stagedKeyBytesOf = [&](bool bf16Dot) {
+    return (bf16Dot ? 2 : 4) * (s.d_k + s.d_v);
+  };
+  const int64_t stagedBudget = target.machine->stagedKvBudget();
   // The bf16 dot path reads bf16 Q/K/V directly: the attention core of an
   // sdpa kernel on a target with AVX512_BF16.
   const bool bf16DotOk =
@@ -66,6 +73,13 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
        vw == 16 ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{8},
        "f32 lanes per vector"},
       {"stage_kv", {0, 1}, "copy K/V tiles to dense f32 scratch"},
+      // Only with a static T_kv: the copy is T_kv long, so its memory
+      // must be known (the long-call variant bounds T_kv at call time).
+      {"tiles_per_task",
+       s.T ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
+           : std::vector<int64_t>{1},
+       "query tiles per task; above 1 the task copies its head block's "
+       "K/V once for all of them (stage_kv), not per key tile"},
       {"task_order",
        {0, 1},
        "0: head blocks innermost in the parallel loop; 1: query tiles"},
@@ -128,6 +142,19 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       {"long_key_tile",
        longOk ? space.params[2].values : std::vector<int64_t>{32},
        "keys per softmax step of the long-call variant", false, true});
+  space.params.push_back({"long_tiles_per_task",
+                          longOk ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
+                                 : std::vector<int64_t>{1},
+                          "tiles_per_task of the long-call variant", false,
+                          true});
+  std::vector<int64_t> maxKeysValues;
+  for (int64_t k = 1024; k <= 65536; k *= 2)
+    maxKeysValues.push_back(k);
+  space.params.push_back(
+      {"long_max_keys", longOk ? maxKeysValues : std::vector<int64_t>{65536},
+       "the most keys a call runs the long-call variant with, where it "
+       "copies K/V per task (long_tiles_per_task > 1)",
+       false, true});
   space.params.push_back(
       {"long_min_tokens",
        longOk ? std::vector<int64_t>{128, 256, 512, 1024, 2048}
@@ -201,7 +228,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   }
   // The long tile saves K/V staging; the bf16 dot product reads K/V in
   // place and gains nothing from it (S2 bf16 110 ms short, 115 long; S3
-  // 11.5-12.0 both; Zen 4 class, 2026-12-05), so it keeps one tile.
+  // 11.5-12.0 both; Zen 4 class, 2026-12-05), so it keeps the short tile
+  // (whose tasks may still copy K/V once, below).
   const int64_t channelBlock = divisorsUpTo(s.d_v, 16).back();
   int64_t longT = 0, longKeys = 0;
   for (int64_t t : d["stage_kv"] ? tokensPerTile : std::vector<int64_t>{})
@@ -216,15 +244,56 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
         longKeys = kt;
       }
     }
+  // K/V reuse across query tiles: a task of the long tile holds several
+  // consecutive query tiles of one head block and copies the K/V they see
+  // once, rather than once per query tile and key tile. On a Zen 4 (1 MiB
+  // L2), 2 threads, ms: S2 f32 202-206 -> 183-185, S3 21.4 -> 18.8, S1
+  // 14.4-15.9 -> 14.0-15.1; the bf16 dot product, whose K rows and V
+  // pairs are copies too, on its short tile: S2 113 -> 106, S1 7.99 ->
+  // 7.77, S3 11.2-12.4 -> 11.4-12.2 (2026-12-05). The copy reads each K/V
+  // row of the head once, and the tiles then read it dense. A task
+  // holds as many query tiles as leave every core 4 tasks at
+  // long_min_tokens (S1, S2: 16 tiles of 32 tokens; S3: 4 of 128), and
+  // its copy, T_kv x (dk + dv) elements, fits the core's share of the L3
+  // (MachineModel::stagedKvBudget): a static T_kv at generation time, a
+  // dynamic one at call time (long_max_keys; longer calls run the first
+  // pipeline).
+  const bool staged = d["stage_kv"] == 1 || d["bf16_dot"] == 1;
+  const int64_t stagedKeyBytes = stagedKeyBytesOf(d["bf16_dot"] == 1);
+  if (staged && longT == 0) {
+    longT = d["tokens_per_tile"];
+    longKeys = d["key_tile"];
+  }
+  int64_t maxKeys = 0;
+  for (int64_t k : maxKeysValues)
+    if (k * stagedKeyBytes <= stagedBudget)
+      maxKeys = k;
+  auto tilesPerTaskAt = [&](int64_t T, int64_t t) {
+    const int64_t tiles = (T + t - 1) / t;
+    int64_t g = 1;
+    for (int64_t x : {2, 4, 8, 16, 32, 64})
+      if (x <= tiles &&
+          s.B.value_or(1) * (s.h / heads) * ((tiles + x - 1) / x) >= minTasks)
+        g = x;
+    return g;
+  };
+  const int64_t longTiles =
+      staged && longOk && maxKeys ? tilesPerTaskAt(longMin, longT) : 1;
   const bool longDiffers =
       longT > d["tokens_per_tile"] ||
-      (longT == d["tokens_per_tile"] && longKeys != d["key_tile"]);
+      (longT == d["tokens_per_tile"] && longKeys != d["key_tile"]) ||
+      longTiles > 1;
   d["long_tokens_per_tile"] = 0;
   d["long_key_tile"] = longOk && longDiffers ? longKeys : 32;
+  d["long_tiles_per_task"] = longOk && longDiffers ? longTiles : 1;
+  d["long_max_keys"] = longOk ? std::max<int64_t>(maxKeys, 1024) : 65536;
   d["long_min_tokens"] = longMin;
+  d["tiles_per_task"] = 1;
   if (longDiffers && s.T && *s.T >= longMin) {
     d["tokens_per_tile"] = longT;
     d["key_tile"] = longKeys;
+    if (staged && s.T_kv.value_or(*s.T) * stagedKeyBytes <= stagedBudget)
+      d["tiles_per_task"] = tilesPerTaskAt(*s.T, longT);
   } else if (longDiffers && longOk) {
     d["long_tokens_per_tile"] = longT;
   }
@@ -377,6 +446,25 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       return "more than 256 rows per decode tile";
     if (p.at("bf16_dot") && p.at("stage_kv"))
       return "bf16_dot needs stage_kv = 0";
+    const int64_t tiles = p.at("tiles_per_task"),
+                  longTiles = p.at("long_tiles_per_task");
+    if ((tiles > 1 || longTiles > 1) && !p.at("stage_kv") && !p.at("bf16_dot"))
+      return "tiles_per_task above 1 copies K/V per task: it needs "
+             "stage_kv = 1 or bf16_dot = 1";
+    const int64_t stagedKeyBytes = stagedKeyBytesOf(p.at("bf16_dot") != 0);
+    auto overBudget = [&](const char *what, int64_t keys) {
+      return what + std::string(" copies ") +
+             std::to_string(keys * stagedKeyBytes / 1024) +
+             " KiB of K/V per task, more than " +
+             std::to_string(stagedBudget / 1024) +
+             " KiB (the core's share of the L3 in the target's machine "
+             "model)";
+    };
+    if (tiles > 1 && s.T &&
+        s.T_kv.value_or(*s.T) * stagedKeyBytes > stagedBudget)
+      return overBudget("tiles_per_task", s.T_kv.value_or(*s.T));
+    if (longTiles > 1 && p.at("long_max_keys") * stagedKeyBytes > stagedBudget)
+      return overBudget("long_max_keys", p.at("long_max_keys"));
     if (p.at("pv_chans") > dv)
       return "pv_chans exceeds dv";
     // Register budget: accumulators + row vectors + one broadcast.
@@ -406,7 +494,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // bound: a shorter long-call tile first (down to none), then fewer
   // tokens per tile, then shorter key tiles, then no K/V staging.
   space.defaults = descendToValid(space, d,
-                                  {{"long_tokens_per_tile", -1},
+                                  {{"long_tiles_per_task", -1},
+                                   {"tiles_per_task", -1},
+                                   {"long_tokens_per_tile", -1},
                                    {"long_key_tile", -1},
                                    {"tokens_per_tile", -1},
                                    {"key_tile", -1},
@@ -426,6 +516,7 @@ AttentionTiles cpuAttentionTiles(const AttentionSpec &s,
   t.keyTile = static_cast<int>(get(p, "key_tile"));
   t.channelBlock = static_cast<int>(get(p, "channel_block"));
   t.stageKv = get(p, "stage_kv") != 0;
+  t.tilesPerTask = static_cast<int>(get(p, "tiles_per_task"));
   t.bf16Dot = get(p, "bf16_dot") != 0;
   (void)s;
   return t;
@@ -434,10 +525,12 @@ AttentionTiles cpuAttentionTiles(const AttentionSpec &s,
 // Per key tile (inside the scan over key tiles of `st.state`): QK^T in
 // sRows x sKeys register blocks, the tile's softmax with rows in vector
 // lanes, PV in pvRows x pvChans blocks. Shared by the prefill and the
-// split-KV decode variants.
+// split-KV decode variants. The K/V copies (stageKv's dense f32 rows, or
+// the bf16 dot product's K rows and V pairs) are made at `kvCopyAt`: per
+// key tile, or once per task for all its query tiles (tilesPerTask).
 static void scheduleKeyTileCpu(AttentionStages st, const AttentionVars &v,
                                int vw, int sRows, int sKeys, int pvRows,
-                               int pvChans) {
+                               int pvChans, LoopLevel kvCopyAt) {
   const AttentionTiles &tl = st.tiles;
   Var io("io"), ii("ii"), jo("jo"), ji("ji"), ci("ci"), co("co");
   st.scores.compute_at(st.state, st.rt)
@@ -475,8 +568,8 @@ static void scheduleKeyTileCpu(AttentionStages st, const AttentionVars &v,
   st.tileSum.compute_at(st.state, st.rt).vectorize(v.i, vw);
   if (tl.bf16Dot) {
     st.probsBf16.compute_at(st.state, st.rt).vectorize(v.p).vectorize(v.i, vw);
-    st.kTile.compute_at(st.state, st.rt)
-        .vectorize(v.c, 2 * vw, TailStrategy::GuardWithIf);
+    st.kTile.compute_at(kvCopyAt).vectorize(v.c, 2 * vw,
+                                            TailStrategy::GuardWithIf);
     // V pairs with channels in lanes and the pair element unrolled: two
     // dense loads of V rows in place (the clamped key is one index per
     // vector, not per lane), which Halide's interleaving pass
@@ -484,7 +577,7 @@ static void scheduleKeyTileCpu(AttentionStages st, const AttentionVars &v,
     // every lane was a 16-bit insert (~8 % of a bf16 S1 call on a Zen 4);
     // the dense copy of the rows cost another 1-3 %.
     Var co("vco"), ci("vci");
-    st.vTile.compute_at(st.state, st.rt)
+    st.vTile.compute_at(kvCopyAt)
         .split(v.c, co, ci, vw, TailStrategy::GuardWithIf)
         .reorder(ci, v.p, co)
         .vectorize(ci)
@@ -522,11 +615,9 @@ static void scheduleKeyTileCpu(AttentionStages st, const AttentionVars &v,
   }
 
   if (tl.stageKv) {
-    // Dense f32 copies of the key tile's K and V rows.
-    st.kTile.compute_at(st.state, st.rt)
-        .vectorize(v.c, vw, TailStrategy::GuardWithIf);
-    st.vTile.compute_at(st.state, st.rt)
-        .vectorize(v.c, vw, TailStrategy::GuardWithIf);
+    // Dense f32 copies of the K and V rows.
+    st.kTile.compute_at(kvCopyAt).vectorize(v.c, vw, TailStrategy::GuardWithIf);
+    st.vTile.compute_at(kvCopyAt).vectorize(v.c, vw, TailStrategy::GuardWithIf);
   }
 }
 
@@ -570,24 +661,38 @@ void scheduleAttentionCpu(AttentionStages st, Func output,
       .split(v.t, to, ti, tl.tokensPerTile, TailStrategy::GuardWithIf)
       .split(v.hd, hb, hi, tl.headsPerTile, TailStrategy::RoundUp)
       .split(v.c, co, ck, CB, TailStrategy::RoundUp);
+  // With tilesPerTask > 1 a task holds that many consecutive query tiles
+  // (tt) of its head block, and copies the K/V all of them see once,
+  // before the first: a causal mask's bounds make that the keys up to its
+  // last tile.
+  Var tg("tg"), tt("tt");
+  Var tiles = to;
+  if (tl.tilesPerTask > 1) {
+    output.split(to, tg, tt, tl.tilesPerTask, TailStrategy::GuardWithIf);
+    tiles = tg;
+  }
   if (headsInner)
-    output.reorder(ck, co, hi, ti, hb, to, v.b).fuse(hb, to, task);
+    output.reorder(ck, co, hi, ti, hb, tiles, v.b).fuse(hb, tiles, task);
   else
-    output.reorder(ck, co, hi, ti, to, hb, v.b).fuse(to, hb, task);
+    output.reorder(ck, co, hi, ti, tiles, hb, v.b).fuse(tiles, hb, task);
+  if (tl.tilesPerTask > 1)
+    output.reorder(ck, co, hi, ti, tt, task, v.b);
   output.fuse(task, v.b, task).parallel(task).unroll(ck);
+  const LoopLevel tile =
+      tl.tilesPerTask > 1 ? LoopLevel(output, tt) : LoopLevel(output, task);
 
-  // Per task: the query tile, then the scan over visible key tiles.
-  scheduleQueryTileCpu(st, v, LoopLevel(output, task), vw);
-  st.rowPos.compute_at(output, task).vectorize(v.i, vw);
+  // Per query tile: the tile, then the scan over visible key tiles.
+  scheduleQueryTileCpu(st, v, tile, vw);
+  st.rowPos.compute_at(tile).vectorize(v.i, vw);
   if (st.rowSlope.defined()) // ALiBi: the rows' slopes, like their positions
-    st.rowSlope.compute_at(output, task).vectorize(v.i, vw);
-  st.state.compute_at(output, task)
-      .align_bounds(v.i, tl.rows)
-      .vectorize(v.i, vw);
+    st.rowSlope.compute_at(tile).vectorize(v.i, vw);
+  st.state.compute_at(tile).align_bounds(v.i, tl.rows).vectorize(v.i, vw);
   st.state.update().reorder(v.i, v.cb, st.rt).vectorize(v.i, vw);
-  st.rowScale.compute_at(output, task).vectorize(v.i, vw);
+  st.rowScale.compute_at(tile).vectorize(v.i, vw);
 
-  scheduleKeyTileCpu(st, v, vw, sRows, sKeys, pvRows, pvChans);
+  scheduleKeyTileCpu(st, v, vw, sRows, sKeys, pvRows, pvChans,
+                     tl.tilesPerTask > 1 ? LoopLevel(output, task)
+                                         : LoopLevel(st.state, st.rt));
 }
 
 std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
@@ -610,6 +715,7 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
   t.headsInTask = t.channelsInLanes && get(p, "decode_heads") == 1;
   if (t.channelsInLanes)
     t.stageKv = get(p, "decode_stage_kv") == 1;
+  t.tilesPerTask = 1;
   // Tasks per core times the cores of the target's machine model.
   t.splitTasks = static_cast<int>(get(p, "split_tasks") *
                                   target.machine->coresOrDefault());
@@ -628,11 +734,13 @@ std::optional<ScheduleParams> cpuLongCallParams(const AttentionSpec &s,
   // A long tile the default descent shrank back to the short one would
   // only repeat the first pipeline.
   if (tokens == get(p, "tokens_per_tile") &&
-      get(p, "long_key_tile") == get(p, "key_tile"))
+      get(p, "long_key_tile") == get(p, "key_tile") &&
+      get(p, "long_tiles_per_task") == get(p, "tiles_per_task"))
     return std::nullopt;
   ScheduleParams q = p;
   q["tokens_per_tile"] = tokens;
   q["key_tile"] = get(p, "long_key_tile");
+  q["tiles_per_task"] = get(p, "long_tiles_per_task");
   q["long_tokens_per_tile"] = 0;
   // Its calls have at least long_min_tokens > 16 query tokens: never a
   // decode step.
@@ -803,7 +911,7 @@ void scheduleDecodeCpu(AttentionStages st, const AttentionVars &v,
       .vectorize(v.i, vw);
   st.state.update().reorder(v.i, v.cb, st.rt).vectorize(v.i, vw);
   scheduleKeyTileCpu(st, v, vw, block("s_rows"), sKeys, block("pv_rows"),
-                     pvChans);
+                     pvChans, LoopLevel(st.state, st.rt));
 
   // The merge: a few vectors per (row block, channel block); serial.
   st.mergeMax.compute_root().bound(v.i, 0, tl.rows).vectorize(v.i, vw);

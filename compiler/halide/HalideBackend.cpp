@@ -112,14 +112,16 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
   Pipeline pipeline(hl::outputsOf(bp, s));
   Module m = pipeline.compile_to_module(args, opt.symbol + "_pipeline", target,
                                         LinkageType::External);
-  std::optional<int64_t> longMinTokens;
+  std::optional<hl::LongCallRange> longCalls;
   if (longCall) {
     Pipeline longPipeline(hl::outputsOf(*longCall, s));
     Module lm = longPipeline.compile_to_module(longCall->args,
                                                opt.symbol + "_long_pipeline",
                                                target, LinkageType::External);
     m = link_modules(opt.symbol + "_pipelines", {m, lm});
-    longMinTokens = params.at("long_min_tokens");
+    longCalls = hl::LongCallRange{params.at("long_min_tokens"), {}};
+    if (params.at("long_tiles_per_task") > 1)
+      longCalls->maxKeys = params.at("long_max_keys");
   }
   TempDir dir("mhagen-halide");
   std::map<OutputFileType, std::string> outs = {
@@ -150,7 +152,7 @@ BackendResult compileBuilt(BuiltPipeline &bp, const AttentionSpec &s,
       r.irs["ptx"] = device;
   }
   r.wrapperSource =
-      hl::wrapperSource(s, opt.symbol, s.target.str(), ti.gpu, longMinTokens);
+      hl::wrapperSource(s, opt.symbol, s.target.str(), ti.gpu, longCalls);
   r.wrapperIncludeDirs = {MHAGEN_HALIDE_INCLUDE_DIR};
   return r;
 }

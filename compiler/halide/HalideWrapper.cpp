@@ -13,7 +13,7 @@ namespace mhagen::hl {
 
 std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                           const std::string &target, bool gpu,
-                          std::optional<int64_t> longMinTokens) {
+                          std::optional<LongCallRange> longCalls) {
   const backend::WrapperPlan plan = backend::wrapperPlan(s);
   const backend::HalideBufferCall bufs = backend::halideBufferCall(s, plan);
   std::string setup = bufs.setup, teardown;
@@ -71,13 +71,16 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
       teardown += "  {\n" + hostDone + "  }\n";
     }
   }
-  // The pipeline a call runs: the long-call variant for calls of at least
-  // longMinTokens query tokens, where the kernel has one.
+  // The pipeline a call runs: the long-call variant for the calls in its
+  // range, where the kernel has one.
   std::string longDecl, call = symbol + "_pipeline(" + bufs.callArgs + ")";
-  if (longMinTokens) {
+  if (longCalls) {
     longDecl = "int " + symbol + "_long_pipeline(" + bufs.params + ");\n";
-    call = "a->t_q >= " + std::to_string(*longMinTokens) + " ? " + symbol +
-           "_long_pipeline(" + bufs.callArgs + ")\n                 : " + call;
+    std::string inRange = "a->t_q >= " + std::to_string(longCalls->minTokens);
+    if (longCalls->maxKeys)
+      inRange += " && a->t_kv <= " + std::to_string(*longCalls->maxKeys);
+    call = inRange + " ? " + symbol + "_long_pipeline(" + bufs.callArgs +
+           ")\n                 : " + call;
   }
   return fillTemplate(templateText("halide_wrapper.c.in"),
                       {{"MHAGEN_VERSION", MHAGEN_VERSION},

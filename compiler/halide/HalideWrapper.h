@@ -12,11 +12,18 @@
 
 namespace mhagen::hl {
 
-/// `longMinTokens`: the object also holds <symbol>_long_pipeline (the
-/// long-call variant), which calls of at least that many query tokens run.
+/// The calls that run <symbol>_long_pipeline (the long-call variant):
+/// those of at least `minTokens` query tokens and, where the variant
+/// copies K/V per task, at most `maxKeys` keys (its copy's memory).
+struct LongCallRange {
+  int64_t minTokens = 0;
+  std::optional<int64_t> maxKeys;
+};
+
+/// `longCalls`: the object also holds the long-call variant.
 std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                           const std::string &target, bool gpu,
-                          std::optional<int64_t> longMinTokens = {});
+                          std::optional<LongCallRange> longCalls = {});
 
 } // namespace mhagen::hl
 

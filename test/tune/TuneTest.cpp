@@ -114,10 +114,12 @@ TEST(SearchSpace, ConstraintsRuleOutInvalidPoints) {
 // and compiles the long one as its long-call variant.
 TEST(SearchSpace, LongCallsGetTheLongestQueryTileTheL2Holds) {
   struct Tile {
-    int64_t rows, keys, longRows, longKeys;
+    int64_t rows, keys, longRows, longKeys, tiles, longTiles, maxKeys;
   };
+  constexpr int64_t KiB = 1024, MiB = 1024 * KiB;
   auto tileFor = [](std::optional<int64_t> T, int64_t l2Bytes,
-                    const std::string &dtype = "f32") {
+                    const std::string &dtype = "f32",
+                    int64_t l3Bytes = int64_t{32} << 20) {
     AttentionSpec s =
         parseSpecs("spec reuse { op = sdpa; d = 4096; h = 32; kv = 8; "
                    "mask = causal; dtype = " +
@@ -128,6 +130,8 @@ TEST(SearchSpace, LongCallsGetTheLongestQueryTileTheL2Holds) {
     auto m =
         std::make_shared<MachineModel>(presetMachine(TargetKind::Avx512Bf16));
     m->l2Bytes = l2Bytes;
+    m->l3Bytes = l3Bytes;
+    m->cores = 2;
     s.target.machine = m;
     ScheduleSpace space = kernelBackend(Backend::Halide).scheduleSpace(s);
     const ScheduleParams &d = space.defaults;
@@ -135,36 +139,63 @@ TEST(SearchSpace, LongCallsGetTheLongestQueryTileTheL2Holds) {
     return Tile{d.at("heads_per_tile") * d.at("tokens_per_tile"),
                 d.at("key_tile"),
                 d.at("heads_per_tile") * d.at("long_tokens_per_tile"),
-                d.at("long_key_tile")};
+                d.at("long_key_tile"),
+                d.at("tiles_per_task"),
+                d.at("long_tiles_per_task"),
+                d.at("long_max_keys")};
   };
-  const int64_t KiB = 1024;
   // 1 MiB L2 (Zen 4): 128 rows x 64 keys, 330 KiB (256 x 32 is 500).
-  Tile t = tileFor(std::nullopt, 1024 * KiB);
+  // Each task holds 16 query tiles of one head block, so the 8 head
+  // blocks give 2 cores 4 tasks each at 512 tokens, and copies their K/V
+  // once: at most 16384 keys, 16 MiB, the core's share of a 32 MiB L3.
+  Tile t = tileFor(std::nullopt, 1 * MiB);
   EXPECT_EQ(t.rows, 64);
   EXPECT_EQ(t.keys, 32);
+  EXPECT_EQ(t.tiles, 1);
   EXPECT_EQ(t.longRows, 128);
   EXPECT_EQ(t.longKeys, 64);
-  t = tileFor(2048, 1024 * KiB);
+  EXPECT_EQ(t.longTiles, 16);
+  EXPECT_EQ(t.maxKeys, 16384);
+  // A static T has one tile, and all of a head block's 64 query tiles in
+  // one task at T 2048 (8 tasks).
+  t = tileFor(2048, 1 * MiB);
   EXPECT_EQ(t.rows, 128);
   EXPECT_EQ(t.keys, 64);
-  EXPECT_EQ(t.longRows, 0); // a static T has one tile
-  EXPECT_EQ(tileFor(511, 1024 * KiB).rows, 64);
-  EXPECT_EQ(tileFor(512, 1024 * KiB).rows, 128);
+  EXPECT_EQ(t.tiles, 64);
+  EXPECT_EQ(t.longRows, 0);
+  EXPECT_EQ(tileFor(511, 1 * MiB).rows, 64);
+  EXPECT_EQ(tileFor(511, 1 * MiB).tiles, 1);
+  EXPECT_EQ(tileFor(512, 1 * MiB).rows, 128);
+  EXPECT_EQ(tileFor(512, 1 * MiB).tiles, 16);
   // 2 MiB L2 (Sapphire Rapids): 256 rows x 64 keys, 596 KiB.
-  t = tileFor(std::nullopt, 2048 * KiB);
+  t = tileFor(std::nullopt, 2 * MiB);
   EXPECT_EQ(t.longRows, 256);
   EXPECT_EQ(t.longKeys, 64);
-  EXPECT_EQ(tileFor(2048, 2048 * KiB).rows, 256);
-  // 512 KiB L2 (Zen 3): only the short tile fits a third (149 KiB), so
-  // there is no long-call variant.
+  EXPECT_EQ(t.longTiles, 8);
+  EXPECT_EQ(tileFor(2048, 2 * MiB).rows, 256);
+  // 512 KiB L2 (Zen 3): only the short tile fits a third (149 KiB); the
+  // long-call variant is that tile, 32 of them per task.
   t = tileFor(std::nullopt, 512 * KiB);
   EXPECT_EQ(t.rows, 64);
-  EXPECT_EQ(t.longRows, 0);
+  EXPECT_EQ(t.longRows, 64);
+  EXPECT_EQ(t.longKeys, 32);
+  EXPECT_EQ(t.longTiles, 32);
   EXPECT_EQ(tileFor(2048, 512 * KiB).rows, 64);
-  // The bf16 dot product reads K/V in place: nothing staged to save.
-  t = tileFor(std::nullopt, 1024 * KiB, "bf16");
-  EXPECT_EQ(t.rows, 64);
+  // An L3 share below 1024 keys' copy (1 MiB) leaves no per-task copy:
+  // the Zen 3 has no long-call variant then, and a static T none either.
+  t = tileFor(std::nullopt, 512 * KiB, "f32", 1 * MiB);
   EXPECT_EQ(t.longRows, 0);
+  EXPECT_EQ(t.longTiles, 1);
+  EXPECT_EQ(tileFor(2048, 1 * MiB, "f32", 1 * MiB).tiles, 1);
+  // The bf16 dot product reads K/V in place (nothing staged per tile to
+  // save): its long-call variant is the short tile, whose tasks copy the
+  // bf16 K rows and V pairs once, half the bytes of f32 per key.
+  t = tileFor(std::nullopt, 1 * MiB, "bf16");
+  EXPECT_EQ(t.rows, 64);
+  EXPECT_EQ(t.longRows, 64);
+  EXPECT_EQ(t.longKeys, 64);
+  EXPECT_EQ(t.longTiles, 32);
+  EXPECT_EQ(t.maxKeys, 32768);
 }
 
 // A tuner measuring calls shorter than every allowed long_min_tokens never
@@ -186,6 +217,8 @@ TEST(SearchSpace, ShortCallsPinTheLongCallParameters) {
   EXPECT_TRUE(has(shortCall, "long_tokens_per_tile"));
   EXPECT_TRUE(has(shortCall, "long_key_tile"));
   EXPECT_TRUE(has(shortCall, "long_min_tokens"));
+  EXPECT_TRUE(has(shortCall, "long_tiles_per_task"));
+  EXPECT_TRUE(has(shortCall, "long_max_keys"));
   EXPECT_TRUE(has(shortCall, "decode_layout"));
   const std::vector<std::string> longCall = pinnedAt(2048);
   EXPECT_FALSE(has(longCall, "long_tokens_per_tile"));

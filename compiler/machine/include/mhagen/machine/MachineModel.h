@@ -59,6 +59,13 @@ struct MachineModel {
   /// Bytes of per-task scratch a schedule may use: half the L2, so the
   /// streamed K/V tiles keep the other half.
   int64_t scratchBudget() const { return l2Bytes / 2; }
+  /// Bytes of K/V one task may copy for all its query tiles at once: its
+  /// core's share of the L3 (twice the L2 where the L3 is unknown). The
+  /// copy is re-read by every query tile of the task, so it should stay
+  /// in the caches, and it bounds the memory each thread allocates.
+  int64_t stagedKvBudget() const {
+    return l3Bytes > 0 ? l3Bytes / coresOrDefault() : 2 * l2Bytes;
+  }
   /// Cores for sizing parallel work: the host's, or 2 for presets.
   int coresOrDefault() const { return cores > 0 ? cores : 2; }
   /// Multi-line description, one fact per line ("  L2 per core  1 MiB").
