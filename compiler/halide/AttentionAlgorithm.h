@@ -43,8 +43,9 @@ struct AttentionTiles {
   int keyTile = 32;      ///< keys per online-softmax step
   int channelBlock = 16; ///< accumulator channels per state tuple (divides dv)
   bool stageKv = false;  ///< copy each K/V tile to dense f32 first
-  /// Query tiles per parallel task. Above 1, with stageKv, the task copies
-  /// the K/V its tiles see once for all of them instead of per key tile.
+  /// Query tiles per parallel task. Above 1 the task makes its K/V copies
+  /// (stageKv's f32 rows, or bf16Dot's K rows and V pairs) once for all
+  /// its tiles instead of per key tile.
   int tilesPerTask = 1;
   /// bf16 inputs on AVX512_BF16: both products run as pairwise bf16 dot
   /// products (vdpbf16ps). Q and K stay bf16, P is rounded to bf16, and

@@ -75,9 +75,10 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
       {"stage_kv", {0, 1}, "copy K/V tiles to dense f32 scratch"},
       // Only with a static T_kv: the copy is T_kv long, so its memory
       // must be known (the long-call variant bounds T_kv at call time).
+      // Not the layer: its projections, not its core, set its time.
       {"tiles_per_task",
-       s.T ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
-           : std::vector<int64_t>{1},
+       s.T && !layer ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
+                     : std::vector<int64_t>{1},
        "query tiles per task; above 1 the task copies its head block's "
        "K/V once for all of them (stage_kv), not per key tile"},
       {"task_order",
@@ -292,7 +293,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   if (longDiffers && s.T && *s.T >= longMin) {
     d["tokens_per_tile"] = longT;
     d["key_tile"] = longKeys;
-    if (staged && s.T_kv.value_or(*s.T) * stagedKeyBytes <= stagedBudget)
+    if (staged && !layer &&
+        s.T_kv.value_or(*s.T) * stagedKeyBytes <= stagedBudget)
       d["tiles_per_task"] = tilesPerTaskAt(*s.T, longT);
   } else if (longDiffers && longOk) {
     d["long_tokens_per_tile"] = longT;
@@ -491,7 +493,8 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     return "";
   };
   // Wide heads (dk, dv up to 512) can push the per-task scratch past its
-  // bound: a shorter long-call tile first (down to none), then fewer
+  // bound: fewer query tiles per task first (a K/V copy past the L3
+  // share), then a shorter long-call tile (down to none), then fewer
   // tokens per tile, then shorter key tiles, then no K/V staging.
   space.defaults = descendToValid(space, d,
                                   {{"long_tiles_per_task", -1},
