@@ -42,8 +42,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   const bool layer = s.op == Op::Layer;
   // K/V bytes a task copies for all its query tiles, per key: f32 rows,
   // or the bf16 dot product's bf16 K rows and V pairs.
-  auto stagedKeyBytesOf = [&](bool bf16Dot) {
-    return (bf16Dot ? 2 : 4) * (s.d_k + s.d_v);
+  // (By value: space.violation keeps a copy after the spec is gone.)
+  auto stagedKeyBytesOf = [dk = s.d_k, dv = s.d_v](bool bf16Dot) {
+    return (bf16Dot ? 2 : 4) * (dk + dv);
   };
   const int64_t stagedBudget = target.machine->stagedKvBudget();
   // The bf16 dot path reads bf16 Q/K/V directly: the attention core of an
