@@ -270,12 +270,12 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   for (int64_t k : maxKeysValues)
     if (k * stagedKeyBytes <= stagedBudget)
       maxKeys = k;
+  // The most query tiles of t tokens per task that leave minTasks tasks
+  // (a task of x tiles is one tile of x * t tokens to tasksAt).
   auto tilesPerTaskAt = [&](int64_t T, int64_t t) {
-    const int64_t tiles = (T + t - 1) / t;
     int64_t g = 1;
     for (int64_t x : {2, 4, 8, 16, 32, 64})
-      if (x <= tiles &&
-          s.B.value_or(1) * (s.h / heads) * ((tiles + x - 1) / x) >= minTasks)
+      if (x * t <= roundUp(T, t) && tasksAt(T, x * t) >= minTasks)
         g = x;
     return g;
   };
