@@ -40,6 +40,11 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   const int64_t scratchBudget = target.machine->scratchBudget();
   const int64_t group = s.h / s.n_kv;
   const bool layer = s.op == Op::Layer;
+  // Several query tiles per task need a static T_kv, since the task's K/V
+  // copy is T_kv long and its memory must be known (the long-call variant
+  // bounds T_kv at call time instead). Not the layer: its projections,
+  // not its core, set its time.
+  const bool multiTileTasks = s.T && !layer;
   // K/V bytes a task copies for all its query tiles, per key: f32 rows,
   // or the bf16 dot product's bf16 K rows and V pairs.
   // (By value: space.violation keeps a copy after the spec is gone.)
@@ -74,12 +79,9 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
        vw == 16 ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{8},
        "f32 lanes per vector"},
       {"stage_kv", {0, 1}, "copy K/V tiles to dense f32 scratch"},
-      // Only with a static T_kv: the copy is T_kv long, so its memory
-      // must be known (the long-call variant bounds T_kv at call time).
-      // Not the layer: its projections, not its core, set its time.
       {"tiles_per_task",
-       s.T && !layer ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
-                     : std::vector<int64_t>{1},
+       multiTileTasks ? std::vector<int64_t>{1, 2, 4, 8, 16, 32, 64}
+                      : std::vector<int64_t>{1},
        "query tiles per task; above 1 the task copies its head block's "
        "K/V once for all of them (stage_kv), not per key tile"},
       {"task_order",
@@ -275,7 +277,7 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   auto tilesPerTaskAt = [&](int64_t T, int64_t t) {
     int64_t g = 1;
     for (int64_t x : {2, 4, 8, 16, 32, 64})
-      if (x * t <= roundUp(T, t) && tasksAt(T, x * t) >= minTasks)
+      if (x <= (T + t - 1) / t && tasksAt(T, x * t) >= minTasks)
         g = x;
     return g;
   };
@@ -294,7 +296,7 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   if (longDiffers && s.T && *s.T >= longMin) {
     d["tokens_per_tile"] = longT;
     d["key_tile"] = longKeys;
-    if (staged && !layer &&
+    if (staged && multiTileTasks &&
         s.T_kv.value_or(*s.T) * stagedKeyBytes <= stagedBudget)
       d["tiles_per_task"] = tilesPerTaskAt(*s.T, longT);
   } else if (longDiffers && longOk) {
