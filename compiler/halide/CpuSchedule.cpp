@@ -207,7 +207,7 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   const int64_t longMin = 512;
   const int64_t minTasks = 4 * target.machine->coresOrDefault();
   auto tasksAt = [&](int64_t T, int64_t t) {
-    return s.B.value_or(1) * (s.h / heads) * ((T + t - 1) / t);
+    return s.B.value_or(1) * (s.h / heads) * ceilDiv(T, t);
   };
   d["tokens_per_tile"] = 1;
   for (int64_t t : tokensPerTile)
@@ -277,7 +277,7 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   auto tilesPerTaskAt = [&](int64_t T, int64_t t) {
     int64_t g = 1;
     for (int64_t x : {2, 4, 8, 16, 32, 64})
-      if (x <= (T + t - 1) / t && tasksAt(T, x * t) >= minTasks)
+      if (x <= ceilDiv(T, t) && tasksAt(T, x * t) >= minTasks)
         g = x;
     return g;
   };
@@ -1076,8 +1076,8 @@ void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
   // Tasks of equal width, at most gemm_n_block, in whole register blocks,
   // and none wider than the output (the last one shifts inwards).
   const int64_t nMax = std::min(get(p, "gemm_n_block"), outFeatures);
-  const int64_t tasks = (outFeatures + nMax - 1) / nMax;
-  int64_t nBlock = roundUp((outFeatures + tasks - 1) / tasks, cols);
+  const int64_t tasks = ceilDiv(outFeatures, nMax);
+  int64_t nBlock = roundUp(ceilDiv(outFeatures, tasks), cols);
   if (nBlock > outFeatures)
     nBlock = outFeatures / cols * cols;
   if (kBlock == 0 || vw != targetVw || nBlock < cols) {

@@ -20,7 +20,10 @@ inline int64_t get(const ScheduleParams &p, const char *name) {
   return it->second;
 }
 
-inline int64_t roundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+/// x / m rounded up: how many blocks of m cover x.
+inline int64_t ceilDiv(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+inline int64_t roundUp(int64_t x, int64_t m) { return ceilDiv(x, m) * m; }
 
 /// Divisors of n that are <= limit, ascending.
 inline std::vector<int64_t> divisorsUpTo(int64_t n, int64_t limit) {
