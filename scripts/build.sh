@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs missing packages, configures (Ninja, Release) and builds
-# everything into ./build (or $MHAGEN_BUILD_DIR).
+# Installs missing packages, configures (Ninja, Release) and builds into
+# ./build (or $MHAGEN_BUILD_DIR): the targets named as arguments, or
+# everything (tests and benchmarks included) when none are named.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -9,4 +10,6 @@ JOBS="${MHAGEN_JOBS:-$(nproc)}"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release
 fi
-cmake --build "$BUILD_DIR" -j "$JOBS"
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
+cmake --build "$BUILD_DIR" -j "$JOBS" "${targets[@]}"
