@@ -4,6 +4,7 @@
 #include "Toolchain.h"
 
 #include "mhagen/driver/Driver.h"
+#include "mhagen/runtime.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/templates/Templates.h"
 
@@ -158,6 +159,12 @@ void linkSharedLibrary(const std::vector<GeneratedKernel> &kernels,
   } catch (...) {
     std::remove(tmp.c_str());
     throw;
+  }
+  // The digest mhagen_load_library checks before dlopen.
+  if (mhagen_seal_library(tmp.c_str()) != MHAGEN_OK) {
+    const std::string why = mhagen_last_error();
+    std::remove(tmp.c_str());
+    throw DriverError(why);
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);

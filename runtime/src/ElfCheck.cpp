@@ -1,8 +1,10 @@
 // Checks a kernel library file before dlopen maps it. A truncated or
 // malformed ELF makes dlopen fault (SIGBUS when a segment lies past the end
-// of the file), so the file is read with libelf first: an ELF object of
-// this machine's class and architecture, a shared object, and every
-// loadable segment inside the file.
+// of the file), so the file is read with libelf first: a regular file (a
+// FIFO would block the open), an ELF object of this machine's class and
+// architecture, a shared object, every loadable segment inside the file,
+// a dynamic section whose tables lie inside it (ElfDynamicCheck.cpp), and
+// the integrity digest mhagen sealed it with (LibraryDigest.cpp).
 #include "RuntimeInternal.h"
 
 #include <gelf.h>
@@ -92,7 +94,9 @@ int checkElfLibrary(const char *path) {
   if (elf_version(EV_CURRENT) == EV_NONE)
     return refuse(std::string("libelf: ") + elf_errmsg(-1));
   Fd fd;
-  fd.fd = open(p.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a
+  // writer; it is then refused as not a regular file.
+  fd.fd = open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd.fd < 0)
     return fail(MHAGEN_ERR_LOAD_FAILED,
                 "cannot open " + p + ": " + std::strerror(errno));
@@ -142,6 +146,17 @@ int checkElfLibrary(const char *path) {
   }
   if (!loadable)
     return refuse("no loadable segment");
+  size_t rawSize = 0;
+  const char *raw = elf_rawfile(elf.e, &rawSize);
+  if (!raw || rawSize != size)
+    return refuse("unreadable file contents");
+  const auto *bytes = reinterpret_cast<const unsigned char *>(raw);
+  if (std::string why = checkElfDynamic(bytes, size); !why.empty())
+    return refuse(why);
+  // Last: the structure checks above name what is wrong where they can;
+  // the digest catches every other change (code, manifest, one bit).
+  if (std::string why = checkLibraryDigest(bytes, size); !why.empty())
+    return refuse(why);
   return MHAGEN_OK;
 }
 

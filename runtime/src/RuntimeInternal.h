@@ -32,6 +32,14 @@ int devicePresent(const std::string &device, std::string *why);
 /// whose loadable segments lie inside the file (ElfCheck.cpp); otherwise
 /// MHAGEN_ERR_LOAD_FAILED with the reason. Run before dlopen.
 int checkElfLibrary(const char *path);
+/// "" when the dynamic section of the ELF image `bytes` (a shared object of
+/// this process's class, its program headers and segments already checked
+/// to lie inside the `size` bytes) is sound, else why it is not
+/// (ElfDynamicCheck.cpp).
+std::string checkElfDynamic(const unsigned char *bytes, uint64_t size);
+/// "" when the file's bytes end in an mhagen integrity digest that matches
+/// them, else why not (LibraryDigest.cpp).
+std::string checkLibraryDigest(const unsigned char *bytes, uint64_t size);
 
 /// The ABI shape (tensors, sizes, element types) a manifest describes.
 abi::AbiShape abiShapeOf(const KernelManifest &m);

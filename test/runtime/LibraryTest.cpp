@@ -10,9 +10,20 @@
 
 #include <gtest/gtest.h>
 
+#include <elf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -169,8 +180,7 @@ TEST_F(Library, ThreadCountChangesTakeEffect) {
   ASSERT_EQ(mhagen_set_num_threads(2), MHAGEN_OK);
 }
 
-// Libraries that must be refused before anything in them runs (issue 12,
-// section 7).
+// Libraries that must be refused before anything in them runs.
 namespace {
 std::string copyTruncated(const std::string &from, const std::string &to,
                           double fraction) {
@@ -210,10 +220,244 @@ TEST(HostileLibrary, NotAnElfFileIsRefused) {
       << mhagen_last_error();
 }
 
-TEST(HostileLibrary, OtherAbiVersionIsAbiMismatch) {
+TEST(HostileLibrary, FifoIsRefusedWithoutBlocking) {
+  const std::string p = testing::TempDir() + "/fifo.so";
+  ::unlink(p.c_str());
+  ASSERT_EQ(::mkfifo(p.c_str(), 0600), 0) << std::strerror(errno);
+  alarm(20); // an open that waits for a writer ends the test here
   mhagen_library *lib = nullptr;
-  EXPECT_EQ(mhagen_load_library(gWrongAbiLibPath, &lib),
-            MHAGEN_ERR_ABI_MISMATCH);
+  EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_LOAD_FAILED);
+  alarm(0);
+  EXPECT_NE(std::strstr(mhagen_last_error(), "not a regular file"), nullptr)
+      << mhagen_last_error();
+  ::unlink(p.c_str());
+}
+
+namespace {
+std::vector<unsigned char> fileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+std::string writeBytes(const std::string &name,
+                       const std::vector<unsigned char> &bytes) {
+  const std::string p = testing::TempDir() + "/" + name;
+  std::ofstream(p, std::ios::binary)
+      .write(reinterpret_cast<const char *>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  return p;
+}
+} // namespace
+
+namespace {
+// A shared object's bytes, with its dynamic entries and loadable segments
+// found, for corrupting one field at a time.
+struct ElfImage {
+  std::vector<unsigned char> bytes;
+  explicit ElfImage(const char *path) : bytes(fileBytes(path)) {}
+  Elf64_Ehdr ehdr() const {
+    Elf64_Ehdr h;
+    std::memcpy(&h, bytes.data(), sizeof(h));
+    return h;
+  }
+  Elf64_Phdr *phdr(size_t i) {
+    return reinterpret_cast<Elf64_Phdr *>(bytes.data() + ehdr().e_phoff +
+                                          i * ehdr().e_phentsize);
+  }
+  Elf64_Dyn *dynamic() {
+    for (size_t i = 0; i < ehdr().e_phnum; ++i)
+      if (phdr(i)->p_type == PT_DYNAMIC)
+        return reinterpret_cast<Elf64_Dyn *>(bytes.data() + phdr(i)->p_offset);
+    return nullptr;
+  }
+  Elf64_Dyn *entry(int64_t tag) {
+    for (Elf64_Dyn *d = dynamic(); d && d->d_tag != DT_NULL; ++d)
+      if (d->d_tag == tag)
+        return d;
+    return nullptr;
+  }
+  unsigned char *at(uint64_t vaddr) {
+    for (size_t i = 0; i < ehdr().e_phnum; ++i) {
+      const Elf64_Phdr *ph = phdr(i);
+      if (ph->p_type == PT_LOAD && vaddr >= ph->p_vaddr &&
+          vaddr < ph->p_vaddr + ph->p_filesz)
+        return bytes.data() + ph->p_offset + (vaddr - ph->p_vaddr);
+    }
+    return nullptr;
+  }
+  std::string write(const std::string &name) const {
+    return writeBytes(name + ".so", bytes);
+  }
+};
+} // namespace
+
+// Each corruption alone makes ld.so read or write outside the file (most
+// fault inside dlopen); each must be refused before dlopen runs.
+TEST(HostileLibrary, CorruptDynamicSectionIsRefusedBeforeDlopen) {
+  const std::vector<
+      std::pair<const char *, std::function<bool(ElfImage &)>>>
+      corruptions = {
+          {"strtab_outside",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.entry(DT_STRTAB);
+             return d && (d->d_un.d_ptr += uint64_t{1} << 40, true);
+           }},
+          {"strsz_huge",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.entry(DT_STRSZ);
+             return d && (d->d_un.d_val = uint64_t{1} << 40, true);
+           }},
+          {"symtab_outside",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.entry(DT_SYMTAB);
+             return d && (d->d_un.d_ptr = uint64_t{1} << 40, true);
+           }},
+          {"needed_past_strtab",
+           [](ElfImage &e) {
+             // The library needs nothing: its RELACOUNT hint becomes a
+             // DT_NEEDED naming a string past the table.
+             Elf64_Dyn *d = e.entry(DT_NEEDED);
+             if (!d && (d = e.entry(DT_RELACOUNT)))
+               d->d_tag = DT_NEEDED;
+             return d && (d->d_un.d_val = uint64_t{1} << 32, true);
+           }},
+          {"gnu_hash_buckets_huge",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.entry(DT_GNU_HASH);
+             unsigned char *h = d ? e.at(d->d_un.d_ptr) : nullptr;
+             const uint32_t huge = 0x7fffffff;
+             return h && (std::memcpy(h, &huge, 4), true);
+           }},
+          {"gnu_hash_chain_past_file",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.entry(DT_GNU_HASH);
+             unsigned char *h = d ? e.at(d->d_un.d_ptr) : nullptr;
+             if (!h)
+               return false;
+             uint32_t bloom;
+             std::memcpy(&bloom, h + 8, 4);
+             const uint32_t far = 0x40000000; // first bucket's symbol
+             std::memcpy(h + 16 + 8 * bloom, &far, 4);
+             return true;
+           }},
+          {"relocation_symbol_past_table",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.entry(DT_RELA);
+             unsigned char *r = d ? e.at(d->d_un.d_ptr) : nullptr;
+             if (!r)
+               return false;
+             Elf64_Rela rela;
+             std::memcpy(&rela, r, sizeof(rela));
+             rela.r_info = ELF64_R_INFO(0xffffffu, ELF64_R_TYPE(rela.r_info));
+             std::memcpy(r, &rela, sizeof(rela));
+             return true;
+           }},
+          {"relocation_target_unmapped",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.entry(DT_RELA);
+             unsigned char *r = d ? e.at(d->d_un.d_ptr) : nullptr;
+             if (!r)
+               return false;
+             const uint64_t far = uint64_t{1} << 44;
+             std::memcpy(r + offsetof(Elf64_Rela, r_offset), &far, 8);
+             return true;
+           }},
+          {"init_array_unmapped",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.entry(DT_INIT_ARRAYSZ);
+             return d && (d->d_un.d_val = uint64_t{1} << 40, true);
+           }},
+          {"no_dt_null",
+           [](ElfImage &e) {
+             Elf64_Dyn *d = e.dynamic();
+             size_t n = 0;
+             for (size_t i = 0; i < e.ehdr().e_phnum; ++i)
+               if (e.phdr(i)->p_type == PT_DYNAMIC)
+                 n = e.phdr(i)->p_filesz / sizeof(Elf64_Dyn);
+             for (size_t i = 0; i < n; ++i)
+               if (d[i].d_tag == DT_NULL)
+                 d[i].d_tag = DT_DEBUG;
+             return n > 0;
+           }},
+      };
+  for (const auto &[name, corrupt] : corruptions) {
+    ElfImage image(gWrongAbiLibPath);
+    ASSERT_TRUE(corrupt(image)) << name << ": the field is not in the file";
+    const std::string p = image.write(name);
+    mhagen_library *lib = nullptr;
+    EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_LOAD_FAILED)
+        << name << ": " << mhagen_last_error();
+    EXPECT_NE(std::strstr(mhagen_last_error(), "refused before dlopen"),
+              nullptr)
+        << name << ": " << mhagen_last_error();
+    // The structural check names the damage (the digest would only say
+    // that the file changed).
+    EXPECT_NE(std::strstr(mhagen_last_error(), "dynamic section"), nullptr)
+        << name << ": " << mhagen_last_error();
+  }
+}
+
+// A library mhagen did not seal (built by hand, or stripped afterwards) is
+// refused before dlopen; `mhagen seal` makes it loadable.
+TEST(HostileLibrary, UnsealedLibraryIsRefusedUntilSealed) {
+  const std::string p =
+      writeBytes("unsealed.so", fileBytes(gWrongAbiLibPath));
+  mhagen_library *lib = nullptr;
+  EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_LOAD_FAILED);
+  EXPECT_NE(std::strstr(mhagen_last_error(), "no mhagen integrity digest"),
+            nullptr)
+      << mhagen_last_error();
+  ASSERT_EQ(mhagen_seal_library(p.c_str()), MHAGEN_OK) << mhagen_last_error();
+  ASSERT_EQ(mhagen_seal_library(p.c_str()), MHAGEN_OK); // replaces, not adds
+  EXPECT_EQ(fileBytes(p).size(), fileBytes(gWrongAbiLibPath).size() + 32);
+  // Past the checks: the library's own ABI version is what refuses it now.
+  EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_ABI_MISMATCH);
+}
+
+// A sealed library damaged by random bit flips, or whose manifest was
+// edited in place (the same length: f32 -> f16, as a hand edit or a
+// corrupting copy would), is refused before dlopen: without the digest
+// these loaded and then faulted or hit SIGILL on a call.
+TEST(HostileLibrary, DamagedOrEditedLibraryIsRefusedBeforeDlopen) {
+  const std::vector<unsigned char> good = fileBytes(gLibPath);
+  ASSERT_GT(good.size(), 4096u);
+  std::mt19937_64 rng(42);
+  for (int copy = 0; copy < 20; ++copy) {
+    std::vector<unsigned char> bad = good;
+    for (int flip = 0; flip < 8; ++flip) {
+      // Past the ELF header, before the digest trailer.
+      const size_t at = 64 + rng() % (good.size() - 64 - 32);
+      bad[at] ^= static_cast<unsigned char>(1u << (rng() % 8));
+    }
+    const std::string p =
+        writeBytes("flipped_" + std::to_string(copy) + ".so", bad);
+    mhagen_library *lib = nullptr;
+    EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_LOAD_FAILED)
+        << "copy " << copy;
+    EXPECT_EQ(lib, nullptr);
+    EXPECT_NE(std::strstr(mhagen_last_error(), "refused before dlopen"),
+              nullptr)
+        << mhagen_last_error();
+  }
+  std::vector<unsigned char> edited = good;
+  const std::string from = R"("dtype": "f32")", to = R"("dtype": "f16")";
+  auto at = std::search(edited.begin(), edited.end(), from.begin(), from.end());
+  ASSERT_NE(at, edited.end()) << "no f32 manifest in " << gLibPath;
+  std::copy(to.begin(), to.end(), at);
+  const std::string p = writeBytes("edited_manifest.so", edited);
+  mhagen_library *lib = nullptr;
+  EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_LOAD_FAILED);
+  EXPECT_NE(std::strstr(mhagen_last_error(),
+                        "integrity digest does not match its contents"),
+            nullptr)
+      << mhagen_last_error();
+}
+
+TEST(HostileLibrary, OtherAbiVersionIsAbiMismatch) {
+  const std::string p =
+      writeBytes("wrong_abi_sealed.so", fileBytes(gWrongAbiLibPath));
+  ASSERT_EQ(mhagen_seal_library(p.c_str()), MHAGEN_OK) << mhagen_last_error();
+  mhagen_library *lib = nullptr;
+  EXPECT_EQ(mhagen_load_library(p.c_str(), &lib), MHAGEN_ERR_ABI_MISMATCH);
   EXPECT_NE(std::strstr(mhagen_last_error(), "was built for ABI version"),
             nullptr)
       << mhagen_last_error();

@@ -66,10 +66,19 @@ void mhagen_override_cpu_features(const char *features);
 int mhagen_device_available(const char *device);
 
 /* ---- loading and lookup ---- */
-/** Opens a shared library of kernels and registers each of them. Kernels
- * whose ABI version or manifest is unusable are refused (the call fails and
- * names them). */
+/** Opens a shared library of kernels and registers each of them. Before
+ * dlopen runs any of its code, the file is checked: a regular file, an ELF
+ * shared object of this machine whose segments and dynamic tables lie in
+ * the file, and the integrity digest mhagen sealed it with (a damaged or
+ * edited library is refused, MHAGEN_ERR_LOAD_FAILED). Kernels whose ABI
+ * version or manifest is unusable are refused (the call fails and names
+ * them). A path without '/' is searched as dlopen searches. */
 int mhagen_load_library(const char *path, mhagen_library **out);
+/** Appends (or replaces) the integrity digest mhagen_load_library checks.
+ * `mhagen --shared` seals the libraries it links; call this (or `mhagen
+ * seal`) after stripping or otherwise rewriting one. It detects damage,
+ * not tampering: anyone can compute it. */
+int mhagen_seal_library(const char *path);
 /** Number of kernels a library brought, and each of them. */
 int mhagen_library_kernel_count(const mhagen_library *lib);
 const mhagen_kernel *mhagen_library_kernel(const mhagen_library *lib, int i);
