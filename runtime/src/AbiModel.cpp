@@ -209,6 +209,7 @@ std::vector<TensorModel> buildTable() {
       "sinks given but this kernel's spec has no sinks (sinks = learned)";
   t.back().missingHint = " but sinks = learned: pass one f32 logit per "
                          "query head";
+  t.back().content = Content::Finite; // a NaN logit would poison every row
   t.push_back(fixed(MHAGEN_ABI_PTR(alibi_slopes), "ALiBi slope per head",
                     Presence::AlibiSlopes, {{{S::H}}}));
   t.back().elem = Elem::F32;
@@ -216,6 +217,7 @@ std::vector<TensorModel> buildTable() {
                             "no alibi = runtime";
   t.back().missingHint = " but alibi = runtime: pass one f32 slope per "
                          "query head";
+  t.back().content = Content::Finite; // the backends differ on NaN bias
   t.push_back(fixed(MHAGEN_ABI_PTR(scale), "score scale, finite and > 0",
                     Presence::Scale, {{{S::One}}}));
   t.back().elem = Elem::F32;

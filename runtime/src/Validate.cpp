@@ -280,6 +280,31 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     if (t.givenButAbsent && t.pointer(*a) && !namePresent(t))
       return fail(MHAGEN_ERR_INVALID_ARGUMENT, t.givenButAbsent);
 
+  // Strides that no tensor of this kernel takes must stay 0 (a paged
+  // cache's blocks and a layer's tensors are dense): a stride the kernel
+  // would ignore is a caller's mistake, not a layout.
+  auto strideTaken = [&](const char *field) {
+    for (const abi::TensorModel &o : table)
+      if (abi::isPresent(o, shape) &&
+          ((o.tokenStrideField && std::string(o.tokenStrideField) == field) ||
+           (o.batchStrideField && std::string(o.batchStrideField) == field)))
+        return true;
+    return false;
+  };
+  for (const abi::TensorModel &t : table) {
+    const std::pair<const char *, int64_t (*)(const mhagen_call_args &)>
+        strides[] = {{t.tokenStrideField, t.tokenStride},
+                     {t.batchStrideField, t.batchStride}};
+    for (const auto &[field, stride] : strides)
+      if (field && stride && stride(*a) != 0 && !strideTaken(field))
+        return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                    std::string(field) + " is " + num(stride(*a)) +
+                        " but no tensor of this kernel takes it (" +
+                        (namePresent(t) ? std::string(t.name) + " is dense"
+                                        : "it has no " + std::string(t.name)) +
+                        " here): pass 0");
+  }
+
   // Tensors in the model's order, outputs and integer vectors last; byte
   // ranges are collected to reject an output that overlaps an input.
   struct Range {
@@ -341,15 +366,18 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     inputs.push_back({t->name, b, e});
     // Values the kernel relies on (host memory; a device pointer is not
     // read here).
-    if (t->content == abi::Content::PositiveFinite && !a->device_pointers) {
+    const bool positive = t->content == abi::Content::PositiveFinite;
+    if ((positive || t->content == abi::Content::Finite) &&
+        !a->device_pointers) {
       const auto *values = static_cast<const float *>(t->pointer(*a));
       const int64_t n = abi::denseInnerElements(*t, shape, 0);
       for (int64_t i = 0; i < n; ++i)
-        if (!std::isfinite(values[i]) || !(values[i] > 0))
+        if (!std::isfinite(values[i]) || (positive && !(values[i] > 0)))
           return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                       std::string(t->name) + "[" + num(i) +
                           "] = " + std::to_string(values[i]) +
-                          " must be finite and > 0");
+                          (positive ? " must be finite and > 0"
+                                    : " must be finite"));
     }
   }
   for (const abi::TensorModel &m : table) {

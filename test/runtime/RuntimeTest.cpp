@@ -470,6 +470,26 @@ TEST_F(Validation, FixedTensorsLeftNullSayWhy) {
   expectError(&fixedArgs, &c, MHAGEN_ERR_INVALID_ARGUMENT,
               "scale is NULL but scale = runtime: pass a pointer to the "
               "call's score scale (one float)");
+  // Non-finite modifiers are refused as a non-finite scale is; a negative
+  // slope or sink logit is a value like any other.
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::vector<float> badSinks = sinks, badSlopes = slopes;
+    badSinks[2] = bad;
+    badSlopes[3] = bad;
+    c = a;
+    c.sinks = badSinks.data();
+    expectError(&fixedArgs, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+                "sinks[2] = " + std::to_string(bad) + " must be finite");
+    c = a;
+    c.alibi_slopes = badSlopes.data();
+    expectError(&fixedArgs, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+                "alibi_slopes[3] = " + std::to_string(bad) + " must be finite");
+  }
+  std::vector<float> negative = {-1.5f, 0.0f, -3.0f, 2.0f};
+  c = a;
+  c.sinks = negative.data();
+  c.alibi_slopes = negative.data();
+  EXPECT_EQ(call(&fixedArgs, &c), MHAGEN_OK) << mhagen_last_error();
 }
 
 // kv_dtype = i8: int8 K/V plus one f32 scale per (batch, token, kv head).
@@ -680,6 +700,31 @@ TEST_F(Validation, PagedCacheChecksItsTableAndLengths) {
   c = a;
   c.out = ks.data() + 1; // the output must not alias the blocks' scales
   expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT, "out overlaps input");
+  // The blocks are dense: the contiguous cache's strides are refused, not
+  // ignored.
+  const struct {
+    int64_t mhagen_call_args::*stride;
+    int64_t value;
+    const char *message;
+  } denseStrides[] = {
+      {&mhagen_call_args::k_token_stride, -5,
+       "k_token_stride is -5 but no tensor of this kernel takes it (k is "
+       "dense here): pass 0"},
+      {&mhagen_call_args::v_batch_stride, 4096,
+       "v_batch_stride is 4096 but no tensor of this kernel takes it"},
+      {&mhagen_call_args::k_scale_token_stride, 2,
+       "k_scale_token_stride is 2 but no tensor of this kernel takes it "
+       "(k_scale is dense here): pass 0"}};
+  for (const auto &d : denseStrides) {
+    c = a;
+    c.*d.stride = d.value;
+    expectError(&paged, &c, MHAGEN_ERR_INVALID_ARGUMENT, d.message);
+  }
+  c = a;
+  c.q_token_stride = 4 * 8 * 2; // q is still a strided sequence tensor
+  std::vector<float> wideQ(B * Tq * 4 * 8 * 2);
+  c.q = wideQ.data();
+  EXPECT_EQ(call(&paged, &c), MHAGEN_OK) << mhagen_last_error();
   // A contiguous kernel takes neither a table nor a block count.
   Buffers b;
   b.args.block_table = table.data();
@@ -915,8 +960,11 @@ TEST(Libraries, RefusesWhatIsNotAKernelLibrary) {
   EXPECT_EQ(mhagen_load_library("/nonexistent/libx.so", &lib),
             MHAGEN_ERR_LOAD_FAILED);
   EXPECT_TRUE(contains(mhagen_last_error(), "cannot open /nonexistent"));
+  // A system library is refused before dlopen runs its constructors: mhagen
+  // did not seal it.
   EXPECT_EQ(mhagen_load_library("libm.so.6", &lib), MHAGEN_ERR_LOAD_FAILED);
-  EXPECT_TRUE(contains(mhagen_last_error(), "is not an mhagen kernel library"));
+  EXPECT_TRUE(contains(mhagen_last_error(), "no mhagen integrity digest"))
+      << mhagen_last_error();
   EXPECT_EQ(mhagen_load_library(nullptr, &lib), MHAGEN_ERR_INVALID_ARGUMENT);
 }
 

@@ -113,6 +113,7 @@ enum class Content {
   Values,            ///< any values
   KeyLengthPerBatch, ///< one key count per batch, each in [0, t_kv]
   PositiveFinite,    ///< every value finite and > 0 (host memory only)
+  Finite,            ///< every value finite (host memory only)
   /// A paged cache's block table: the entries a sequence's length needs
   /// (ceil(kv_lens[b] / Block)) each name a block in [0, num_blocks)
   BlockIndices,
