@@ -188,11 +188,14 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     // kernels keep K/V as the dtype (kv_dtype is for CPU targets).
     //
     // A paged cache (docs/design.md §5, "Paged K/V"): token t of sequence
-    // b is slot t % BLOCK of block block_table(t / BLOCK, b). Both indices
-    // are clamped into the table and the cache, so even a table the
-    // runtime did not check cannot make a read leave the buffers; values
-    // past the sequence's length (slots never written, maybe NaN) are
-    // replaced by 0 before P V multiplies them by their zero weights.
+    // b is slot t % BLOCK of block block_table(t / BLOCK, b). Tiles run
+    // past a sequence's length, and the table's entries there may be junk
+    // (abi.h: they are never used), so a key past the length reads slot
+    // t % BLOCK of block 0 and only entries of the sequence's own tokens
+    // choose a block. Both indices are clamped into the table and the
+    // cache as well; values past the length (slots never written, maybe
+    // NaN) are replaced by 0 before P V multiplies them by their zero
+    // weights.
     std::function<Expr(Expr, Expr)> slot = [](Expr t, Expr) { return t; };
     std::function<Expr(Expr, Expr)> block = [](Expr, Expr b) { return b; };
     if (s.pagedKv()) {
@@ -201,9 +204,12 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
       // k, v and their scales hold the same num_blocks (one call size).
       const Expr numBlocks = k.dim(3).extent();
       const Expr width = table.dim(0).extent();
+      const Func kvLen = in.kvLen;
       slot = [BLK](Expr t, Expr) { return t % BLK; };
       block = [=](Expr t, Expr b) {
-        return clamp(table(clamp(t / BLK, 0, width - 1), b), 0, numBlocks - 1);
+        const Expr len = kvLen(b);
+        const Expr entry = clamp(min(t, len - 1) / BLK, 0, width - 1);
+        return select(t < len, clamp(table(entry, b), 0, numBlocks - 1), 0);
       };
     }
     auto rowAt = [&](ImageParam p, Expr c, Expr g, Expr t, Expr b) {

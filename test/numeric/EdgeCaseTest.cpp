@@ -391,58 +391,72 @@ private:
 } // namespace
 
 // A paged cache read through a table whose entries past each sequence's
-// length are garbage (the runtime does not check them; the caller's
-// engine may leave anything there): the kernel clamps every block index,
-// so with the cache between two inaccessible pages the call neither
-// faults nor changes a bit of its result.
-TEST(PagedKv, GarbageTableEntriesNeverLeaveTheCache) {
-  for (const char *name : {"t_paged_f32_causal_kv2", "t_paged_i8_window_kv1"}) {
+// length are junk (abi.h: they are never used; the caller's engine may
+// leave anything there), with the cache between two inaccessible pages.
+// The call neither faults nor changes a bit of its result, also when the
+// caller states one block more than the pool holds: a junk entry clamped
+// into that block would read the guard page. Contiguous and ragged
+// batches, decode to prefill-sized query counts.
+TEST(PagedKv, JunkTableEntriesAreNeverUsed) {
+  for (const char *name : {"t_paged_f32_causal_kv2", "t_paged_i8_window_kv1",
+                           "t_ragged_f32_paged_16", "t_ragged_i8_paged_7"}) {
     const mhagen_kernel *k = kernel(name);
     ASSERT_NE(k, nullptr);
     SKIP_UNLESS_USABLE(k);
     AttentionSpec s = specOf(k);
     ASSERT_TRUE(s.pagedKv()) << name;
-    Problem p(s, {3, 2, 300}, ProblemOptions{});
-    mhagen_call_args a = p.args();
-    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
-    const std::vector<float> want = p.output();
-    // The cache's tensors copied to guarded memory.
-    const size_t slots = static_cast<size_t>(a.num_blocks * s.kv_block);
-    const size_t kvBytes = s.kvType() == KvType::F32  ? 4
-                           : s.kvType() == KvType::I8 ? 1
-                                                      : 2;
-    GuardedBuffer gk(slots * s.n_kv * s.d_k * kvBytes),
-        gv(slots * s.n_kv * s.d_v * kvBytes),
-        gks(slots * s.n_kv * sizeof(float)),
-        gvs(slots * s.n_kv * sizeof(float));
-    ASSERT_TRUE(gk.data() && gv.data() && gks.data() && gvs.data());
-    std::memcpy(gk.data(), a.k, slots * s.n_kv * s.d_k * kvBytes);
-    std::memcpy(gv.data(), a.v, slots * s.n_kv * s.d_v * kvBytes);
-    a.k = gk.data();
-    a.v = gv.data();
-    if (a.k_scale) {
-      std::memcpy(gks.data(), a.k_scale, slots * s.n_kv * sizeof(float));
-      std::memcpy(gvs.data(), a.v_scale, slots * s.n_kv * sizeof(float));
-      a.k_scale = reinterpret_cast<const float *>(gks.data());
-      a.v_scale = reinterpret_cast<const float *>(gvs.data());
+    for (int64_t tq : {1, 4, 40}) {
+      SCOPED_TRACE(std::string(name) + " t_q " + std::to_string(tq));
+      Problem p(s, {3, tq, 300}, ProblemOptions{});
+      mhagen_call_args a = p.args();
+      ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+      const std::vector<float> want = p.output();
+      // The cache's tensors copied to guarded memory.
+      const size_t slots = static_cast<size_t>(a.num_blocks * s.kv_block);
+      const size_t kvBytes = s.kvType() == KvType::F32  ? 4
+                             : s.kvType() == KvType::I8 ? 1
+                                                        : 2;
+      GuardedBuffer gk(slots * s.n_kv * s.d_k * kvBytes),
+          gv(slots * s.n_kv * s.d_v * kvBytes),
+          gks(slots * s.n_kv * sizeof(float)),
+          gvs(slots * s.n_kv * sizeof(float));
+      ASSERT_TRUE(gk.data() && gv.data() && gks.data() && gvs.data());
+      std::memcpy(gk.data(), a.k, slots * s.n_kv * s.d_k * kvBytes);
+      std::memcpy(gv.data(), a.v, slots * s.n_kv * s.d_v * kvBytes);
+      a.k = gk.data();
+      a.v = gv.data();
+      if (a.k_scale) {
+        std::memcpy(gks.data(), a.k_scale, slots * s.n_kv * sizeof(float));
+        std::memcpy(gvs.data(), a.v_scale, slots * s.n_kv * sizeof(float));
+        a.k_scale = reinterpret_cast<const float *>(gks.data());
+        a.v_scale = reinterpret_cast<const float *>(gvs.data());
+      }
+      const int64_t pool = a.num_blocks;
+      for (int64_t stated : {pool, pool + 1}) {
+        // Entries past each sequence's length: far outside the cache, or
+        // (clamped) its last stated block.
+        std::vector<int32_t> table = p.blockTable();
+        const int64_t width = static_cast<int64_t>(table.size()) / 3;
+        int junk = 0;
+        for (int64_t b = 0; b < 3; ++b)
+          for (int64_t j = (p.kvLens()[b] + s.kv_block - 1) / s.kv_block;
+               j < width; ++j, ++junk)
+            table[b * width + j] = junk % 3 == 0   ? INT32_MAX
+                                   : junk % 3 == 1 ? static_cast<int32_t>(pool)
+                                                   : INT32_MIN + junk;
+        ASSERT_GT(junk, 0) << "some sequence must leave table entries unused";
+        a.block_table = table.data();
+        a.num_blocks = stated;
+        p.clearOutput();
+        ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+        const std::vector<float> got = p.output();
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(
+            std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << "num_blocks " << stated << " (pool " << pool
+            << "): the junk entries changed the result";
+      }
     }
-    // Entries past each sequence's length: far outside the cache.
-    std::vector<int32_t> table = p.blockTable();
-    const int64_t width = static_cast<int64_t>(table.size()) / 3;
-    int garbage = 0;
-    for (int64_t b = 0; b < 3; ++b)
-      for (int64_t j = (p.kvLens()[b] + s.kv_block - 1) / s.kv_block; j < width;
-           ++j, ++garbage)
-        table[b * width + j] = garbage % 2 ? INT32_MAX : INT32_MIN + garbage;
-    ASSERT_GT(garbage, 0) << "some sequence must leave table entries unused";
-    a.block_table = table.data();
-    p.clearOutput();
-    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
-    const std::vector<float> got = p.output();
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)),
-              0)
-        << name << ": the garbage entries changed the result";
   }
 }
 

@@ -134,7 +134,9 @@ typedef struct mhagen_call_args {
    * block_table[b * ceil(t_kv / BLOCK) + t / BLOCK]. kv_lens[b] is the
    * sequence's length (<= t_kv, the table's capacity in tokens) and its
    * t_q queries are its last t_q tokens. Entries past a sequence's length
-   * are never read; the others must lie in [0, num_blocks). */
+   * never choose a block (they may hold anything; a sequence of length 0
+   * may have its first entry loaded and ignored); the others must lie in
+   * [0, num_blocks). */
   const int32_t *block_table;
   int64_t num_blocks;
 
