@@ -7,10 +7,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
 namespace mhagen {
+
+// The largest token count a spec may name: static sizes, window(W) and
+// sink(N). Kernels index tokens in 32 bits with room for sums of these,
+// and the runtime refuses manifests past it (runtime/src/Manifest.cpp).
+constexpr int64_t kMaxTokens = int64_t(1) << 24;
 
 std::string SourceLoc::str() const {
   if (line <= 0)
@@ -18,11 +24,28 @@ std::string SourceLoc::str() const {
   return file + ":" + std::to_string(line) + ":" + std::to_string(col);
 }
 
+// Text as the message shows it: control bytes (a NUL would end the
+// message where C strings are printed) written as \xHH; a rule keeps its
+// line breaks.
+static std::string printable(const std::string &value, bool keepLines) {
+  std::string out;
+  for (unsigned char c : value) {
+    if ((c < 0x20 || c == 0x7f) && !(keepLines && (c == '\n' || c == '\t'))) {
+      char hex[5];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string SpecDiagnostic::message() const {
   std::string m = loc.str() + ": error: ";
   if (!field.empty())
-    m += "field '" + field + "' = '" + value + "': ";
-  return m + rule;
+    m += "field '" + field + "' = '" + printable(value, false) + "': ";
+  return m + printable(rule, true);
 }
 
 static std::string joinMessages(const std::vector<SpecDiagnostic> &diags) {
@@ -317,6 +340,22 @@ static bool parseNumber(const std::string &s, double &out) {
   return true;
 }
 
+// Whether `s` is written as a number, in range or not (1e400 is).
+static bool numberSyntax(const std::string &s) {
+  char *end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return !s.empty() && end == s.c_str() + s.size();
+}
+
+// Kernels hold scale and softcap as f32: a value must be a positive normal
+// f32, or the kernel would compute with infinity or zero.
+static const char *kF32PositiveRule =
+    "must be a finite number > 0 that f32 holds (1.2e-38 to 3.4e38)";
+static bool f32Positive(double v) {
+  return v >= std::numeric_limits<float>::min() &&
+         v <= std::numeric_limits<float>::max();
+}
+
 bool parseTarget(const std::string &s, Target &out) {
   Target t;
   if (s == "host")
@@ -518,6 +557,10 @@ private:
                                    " > 0");
     if (negative || n <= 0)
       return errorAt(numStart, word + " size must be > 0 (got " + num + ")");
+    if (n > kMaxTokens)
+      return errorAt(numStart, word + " size must be <= " +
+                                   std::to_string(kMaxTokens) + " (got " + num +
+                                   ")");
     return true;
   }
 
@@ -697,12 +740,13 @@ AttentionSpec buildSpec(const RawSpec &raw) {
     } else if (f->value == "runtime") {
       s.scale.reset();
       s.scaleAtRuntime = true;
-    } else if (!parseNumber(f->value, v)) {
+    } else if (!parseNumber(f->value, v) && !numberSyntax(f->value)) {
       bad("scale", *f,
           "must be a number, 'default' (1/sqrt(dk)) or 'runtime' (a call "
           "argument)");
-    } else if (!(v > 0) || !std::isfinite(v)) {
-      bad("scale", *f, "must be a finite number > 0");
+    } else if (!numberSyntax(f->value) || !parseNumber(f->value, v) ||
+               !f32Positive(v)) {
+      bad("scale", *f, kF32PositiveRule);
     } else {
       s.scale = v;
     }
@@ -711,11 +755,11 @@ AttentionSpec buildSpec(const RawSpec &raw) {
     double v = 0;
     if (f->value == "none") {
       s.softcap.reset();
-    } else if (!parseNumber(f->value, v)) {
+    } else if (!parseNumber(f->value, v) && !numberSyntax(f->value)) {
       bad("softcap", *f,
           "must be a number C > 0 (scores become C tanh(s / C)) or none");
-    } else if (!(v > 0) || !std::isfinite(v)) {
-      bad("softcap", *f, "must be a finite number > 0");
+    } else if (!parseNumber(f->value, v) || !f32Positive(v)) {
+      bad("softcap", *f, kF32PositiveRule);
     } else {
       s.softcap = v;
     }
@@ -898,8 +942,8 @@ std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
        {OptField{"T", s.T}, OptField{"Tkv", s.T_kv}, OptField{"B", s.B}}) {
     if (f.value && *f.value <= 0)
       rule(f.name, str(*f.value), "must be > 0");
-    else if (f.value && *f.value > (int64_t(1) << 24))
-      rule(f.name, str(*f.value), "must be <= 16777216");
+    else if (f.value && *f.value > kMaxTokens)
+      rule(f.name, str(*f.value), "must be <= " + str(kMaxTokens));
   }
   if (s.op == Op::Layer && s.T && s.T_kv && *s.T != *s.T_kv)
     rule("Tkv", str(*s.T_kv),
