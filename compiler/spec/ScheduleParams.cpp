@@ -13,9 +13,13 @@ std::string declaredViolation(const std::vector<ParamDecl> &params,
     if (it == p.end())
       return "missing " + decl.name;
     if (std::find(decl.values.begin(), decl.values.end(), it->second) ==
-        decl.values.end())
+        decl.values.end()) {
+      std::string allowed;
+      for (int64_t v : decl.values)
+        allowed += (allowed.empty() ? "" : ", ") + std::to_string(v);
       return decl.name + " = " + std::to_string(it->second) +
-             " is not an allowed value";
+             " is not an allowed value (allowed: " + allowed + ")";
+    }
   }
   for (const auto &entry : p)
     if (std::none_of(params.begin(), params.end(),

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -98,6 +99,14 @@ bool TrialRecord::fromJson(const std::string &line, TrialRecord &r,
       throw std::runtime_error("unknown status");
     r.error = j.value("error", "");
     r.medianMs = j.value("median_ms", 0.0);
+    // A correct trial's time is what generation ranks by: a time no call
+    // can take (0, negative, below a nanosecond, not finite) is a forged
+    // or corrupted record, not the fastest one.
+    if (r.status == TrialStatus::Ok &&
+        !(std::isfinite(r.medianMs) && r.medianMs >= kMinTrialMs))
+      throw std::runtime_error("median_ms " + j.at("median_ms").dump() +
+                               " is not a call's time (a correct trial "
+                               "takes at least 1e-6 ms)");
     r.minMs = j.value("min_ms", 0.0);
     r.timesMs = j.value("times_ms", std::vector<double>{});
     r.reps = j.value("reps", 0);
@@ -215,10 +224,13 @@ std::optional<TrialRecord> TuningDb::best(const std::string &specHash,
 
 std::optional<TuningDb::Choice>
 TuningDb::bestFor(const std::string &specHash, const std::string &target,
-                  const std::string &backend, const MachineClass &want) const {
+                  const std::string &backend, const MachineClass &want,
+                  const std::function<bool(const TrialRecord &)> &usable) const {
   std::vector<std::string> classes;
   std::vector<std::vector<const TrialRecord *>> byClass;
   for (const TrialRecord *r : matching(specHash, target, backend)) {
+    if (usable && !usable(*r))
+      continue;
     auto it = std::find(classes.begin(), classes.end(), r->machineClass);
     if (it == classes.end()) {
       classes.push_back(r->machineClass);

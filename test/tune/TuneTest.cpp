@@ -106,7 +106,7 @@ TEST(SearchSpace, ConstraintsRuleOutInvalidPoints) {
             std::string::npos);
 }
 
-// K/V reuse (issue 15): every row of a query tile uses each staged K/V
+// K/V reuse: every row of a query tile uses each staged K/V
 // tile. The long tile is the longest whose per-task scratch with its staged
 // K/V tile fills at most a third of the L2 of the target's machine model
 // (most rows first, then the longer key tile). A static T of at least 512
@@ -227,7 +227,7 @@ TEST(SearchSpace, ShortCallsPinTheLongCallParameters) {
   EXPECT_FALSE(has(pinnedAt(1), "decode_layout"));
 }
 
-// The layer's packed GEMM (issue 15, item 3): its chunk and task widths
+// The layer's packed GEMM: its chunk and task widths
 // come from the L1d, the L2 and the cores of the target's machine model --
 // the input panel and one register block's weights fit the L1d, the packed
 // weight chunk at most half the L2, and the narrowest projection (kv x dk)
@@ -277,7 +277,7 @@ TEST(SearchSpace, PackedGemmBlocksComeFromTheCaches) {
   EXPECT_EQ(many.n, 128);
 }
 
-// bf16 (issue 15, item 4): where the machine model says vdpbf16ps retires
+// bf16: where the machine model says vdpbf16ps retires
 // more FLOPs than the f32 FMA (Zen 4: 2x), the attention core's default
 // is the pair dot product, reading K/V in place with 64-key tiles; where it
 // retires fewer (Sapphire Rapids: 0.5x) or was never measured, bf16 is
@@ -465,9 +465,9 @@ TEST(SearchSpace, ShardsPartitionTheSpace) {
   }
 }
 
-TEST(Database, RoundTripAndTornLines) {
-  TempDir dir("mhagen-db");
-  const std::string path = dir.file("db.jsonl");
+namespace {
+// A correct trial of spec "abc" on avx512 (halide) that took 1.5 ms.
+TrialRecord okRecord() {
   TrialRecord r;
   r.specHash = "abc";
   r.target = "avx512";
@@ -478,6 +478,14 @@ TEST(Database, RoundTripAndTornLines) {
   r.timesMs = {1.5};
   r.T = 64;
   r.Tkv = 64;
+  return r;
+}
+} // namespace
+
+TEST(Database, RoundTripAndTornLines) {
+  TempDir dir("mhagen-db");
+  const std::string path = dir.file("db.jsonl");
+  TrialRecord r = okRecord();
   {
     TuningDb db(path);
     db.append(r);
@@ -669,7 +677,97 @@ TEST(Tuner, GenerationFallsBackWithoutARecord) {
   EXPECT_FALSE(h.schedule.empty());
 }
 
-// ---- durability (issue 12, section 8) ---------------------------------
+// A record whose parameters the schedule space refuses (an unknown name,
+// a value outside the space) is skipped with a warning naming it, even
+// when it claims to be the fastest; with no other record, the default.
+TEST(Tuner, GenerationSkipsRecordsTheScheduleSpaceRefuses) {
+  TempDir dir("mhagen-tune");
+  TuneOptions o = fakeOptions(dir.file("db.jsonl"), 5);
+  runTuning(o);
+  GenerateOptions good;
+  ASSERT_TRUE(applyTuningDatabase(testSpec(), o.dbPath, good));
+  std::optional<TrialRecord> chosen;
+  for (const TrialRecord &r : TuningDb(o.dbPath).records())
+    if (r.trialId == good.scheduleSource.trialId)
+      chosen = r;
+  ASSERT_TRUE(chosen);
+  TrialRecord unknown = *chosen, outside = *chosen;
+  unknown.trialId = "forged-unknown";
+  unknown.medianMs = chosen->medianMs / 10;
+  unknown.params["warp_speed"] = 9;
+  outside.trialId = "forged-outside";
+  outside.medianMs = chosen->medianMs / 10;
+  outside.params["key_tile"] = 7;
+  {
+    TuningDb db(o.dbPath);
+    db.append(unknown);
+    db.append(outside);
+  }
+  GenerateOptions g;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(applyTuningDatabase(testSpec(), o.dbPath, g, &warnings));
+  EXPECT_EQ(g.scheduleSource.trialId, chosen->trialId);
+  EXPECT_EQ(g.schedule, chosen->params);
+  auto warned = [&](const std::string &text) {
+    for (const std::string &w : warnings)
+      if (w.find(text) != std::string::npos)
+        return true;
+    return false;
+  };
+  EXPECT_TRUE(warned("record forged-unknown skipped: unknown schedule "
+                     "parameter 'warp_speed'"));
+  EXPECT_TRUE(warned("record forged-outside skipped: key_tile = 7 is not an "
+                     "allowed value (allowed: 16, 24, 32, 48, 64, 96, 128)"));
+
+  const std::string onlyForged = dir.file("forged.jsonl");
+  {
+    TuningDb db(onlyForged);
+    db.append(unknown);
+    db.append(outside);
+  }
+  GenerateOptions fallback;
+  EXPECT_FALSE(applyTuningDatabase(testSpec(), onlyForged, fallback));
+  EXPECT_NE(fallback.scheduleSource.note.find("no correct record"),
+            std::string::npos)
+      << fallback.scheduleSource.note;
+  EXPECT_TRUE(fallback.schedule.empty());
+}
+
+// A correct trial whose time no call can take is a corrupted record: it is
+// skipped with a warning, never ranked fastest (nor carried by --merge).
+TEST(Database, ImpossibleTimesAreRefused) {
+  TempDir dir("mhagen-db");
+  const std::string path = dir.file("db.jsonl");
+  const TrialRecord r = okRecord();
+  {
+    TuningDb db(path);
+    db.append(r);
+    for (double bad : {0.0, -5.0, 1e-300}) {
+      TrialRecord forged = r;
+      forged.medianMs = bad;
+      db.append(forged);
+    }
+    TrialRecord failed = r; // a failed trial has no time
+    failed.status = TrialStatus::Wrong;
+    failed.medianMs = 0;
+    db.append(failed);
+  }
+  TuningDb db(path);
+  EXPECT_EQ(db.records().size(), 2u);
+  ASSERT_EQ(db.warnings().size(), 3u);
+  EXPECT_NE(db.warnings()[0].find("is not a call's time"), std::string::npos)
+      << db.warnings()[0];
+  ASSERT_TRUE(db.best("abc", "avx512", "halide"));
+  EXPECT_DOUBLE_EQ(db.best("abc", "avx512", "halide")->medianMs, 1.5);
+  const std::string merged = dir.file("merged.jsonl");
+  TuningDbMerge m = mergeTuningDatabases({path}, merged);
+  EXPECT_EQ(m.records, 2);
+  EXPECT_EQ(m.warnings.size(), 3u);
+  EXPECT_EQ(TuningDb(merged).records().size(), 2u);
+  EXPECT_TRUE(TuningDb(merged).warnings().empty());
+}
+
+// ---- durability ---------------------------------
 namespace {
 
 // Runs runTuning in a forked child; returns its pid.
@@ -773,7 +871,7 @@ TEST(Durability, TwoTunersOnOneDatabaseDoNotDuplicate) {
   expectNoDuplicateTrials(after, budget);
 }
 
-// ---- Machine classes (issue 15: records keyed by the machine) ----
+// ---- Machine classes (records keyed by the machine) ----
 
 namespace {
 

@@ -10,6 +10,7 @@
 #include "mhagen/spec/AttentionSpec.h"
 #include "mhagen/spec/ScheduleParams.h"
 
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -18,6 +19,10 @@
 namespace mhagen {
 
 /// How a trial ended.
+/// The shortest median a correct trial may record (1 ns): a kernel call
+/// takes longer, so a smaller time is a corrupted record.
+constexpr double kMinTrialMs = 1e-6;
+
 enum class TrialStatus {
   Ok,         ///< built, correct, timed
   Wrong,      ///< built and ran, but disagreed with the reference
@@ -93,11 +98,12 @@ public:
   };
   /// The fastest correct record measured on the machine class `want`,
   /// else on the nearest class that has one (machineClassDistance;
-  /// records without a class come last).
-  std::optional<Choice> bestFor(const std::string &specHash,
-                                const std::string &target,
-                                const std::string &backend,
-                                const MachineClass &want) const;
+  /// records without a class come last). Records `usable` refuses are
+  /// left out.
+  std::optional<Choice>
+  bestFor(const std::string &specHash, const std::string &target,
+          const std::string &backend, const MachineClass &want,
+          const std::function<bool(const TrialRecord &)> &usable = {}) const;
   /// The machine classes of the records, in first-seen order.
   std::vector<std::string> machineClasses() const;
 
