@@ -212,10 +212,14 @@ generateKernels(const std::vector<AttentionSpec> &specs,
         addFile(name, text);
     out.push_back(std::move(k));
   }
+  if (fs::exists(opt.outDir) && !fs::is_directory(opt.outDir))
+    throw DriverError("output directory " + opt.outDir +
+                      " is a file, not a directory: give -o a directory");
   fs::create_directories(opt.outDir, ec);
   if (!fs::is_directory(opt.outDir))
     throw DriverError("output directory " + opt.outDir +
-                      " does not exist and cannot be created");
+                      " does not exist and cannot be created" +
+                      (ec ? " (" + ec.message() + ")" : std::string()));
   // Move into place: each file appears whole (rename within one file
   // system; otherwise copy to a temporary name next to it, then rename).
   for (const auto &[from, to] : moves) {

@@ -7,12 +7,25 @@
 #include "mhagen/spec/SpecParser.h"
 #include "mhagen/tune/TunedSchedule.h"
 
+#include <cctype>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
 
 namespace mhagen::cli {
+
+namespace {
+// A name that is one file in the output directory and nothing else.
+bool plainFileName(const std::string &name) {
+  if (name.empty() || name[0] == '.' || name[0] == '-')
+    return false;
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && c != '_' && c != '.' && c != '-')
+      return false;
+  return true;
+}
+} // namespace
 
 std::set<std::string> parseEmitList(const std::string &list) {
   static const std::set<std::string> known = {"stmt", "html", "llvm",
@@ -100,6 +113,20 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
                   "also write NAME.o (every kernel in one object) and NAME.h "
                   "(including every header): fixed names for build systems");
   cmd->callback([o, &exitCode] {
+    // Both name files written into -o; a path would write elsewhere (or
+    // fail only in the linker, after every kernel was compiled).
+    for (const auto &[flag, name] :
+         {std::pair<const char *, const std::string &>{"--lib-name",
+                                                      o->libName},
+          {"--bundle", o->bundle}})
+      if (!name.empty() && !plainFileName(name)) {
+        std::cerr << "error: " << flag << " '" << name
+                  << "' must be a plain name (letters, digits, '_', '.', "
+                     "'-'; not starting with '.' or '-'): the files go into "
+                     "-o\n";
+        exitCode = kExitUsage;
+        return;
+      }
     std::vector<AttentionSpec> specs;
     GenerateOptions g;
     try {

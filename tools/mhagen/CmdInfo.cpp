@@ -132,6 +132,22 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
   });
 }
 
+namespace {
+// `text`, each line after `prefix`.
+std::string indented(const std::string &text, const std::string &prefix) {
+  std::string out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t nl = text.find('\n', at);
+    if (nl == std::string::npos)
+      nl = text.size();
+    out += prefix + text.substr(at, nl - at) + "\n";
+    at = nl + 1;
+  }
+  return out;
+}
+} // namespace
+
 void addInspectCommand(CLI::App &app, int &exitCode) {
   auto *cmd = app.add_subcommand(
       "inspect", "Print the manifests of the kernels in a shared library");
@@ -171,6 +187,8 @@ void addInspectCommand(CLI::App &app, int &exitCode) {
                 << "  target    " << m.target << " (" << m.backend << ", "
                 << m.device << "), ABI " << m.abiVersion << ", mhagen "
                 << m.mhagenVersion << "\n"
+                << "  canonical (the spec it was generated from)\n"
+                << indented(m.spec.canonical, "    ")
                 << "  schedule  " << m.scheduleJson << "\n"
                 << "  tuning    " << m.tuningJson << "\n"
                 << "  runs here "
@@ -182,6 +200,26 @@ void addInspectCommand(CLI::App &app, int &exitCode) {
     if (o->format == "json")
       std::cout << all.dump(2) << "\n";
     exitCode = kExitOk;
+  });
+}
+
+void addSealCommand(CLI::App &app, int &exitCode) {
+  auto *cmd = app.add_subcommand(
+      "seal", "Append the integrity digest mhagen_load_library checks (after "
+              "stripping or rewriting a library mhagen made)");
+  auto libs = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("libraries", *libs, "shared libraries to seal")
+      ->required()
+      ->check(CLI::ExistingFile);
+  cmd->callback([libs, &exitCode] {
+    exitCode = kExitOk;
+    for (const std::string &lib : *libs)
+      if (mhagen_seal_library(lib.c_str()) != MHAGEN_OK) {
+        std::cerr << "mhagen seal: " << mhagen_last_error() << "\n";
+        exitCode = kExitFailure;
+      } else {
+        std::cout << "sealed " << lib << "\n";
+      }
   });
 }
 

@@ -122,6 +122,21 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
           : mhagen_find_variant(key.c_str(),
                                 o.variant.empty() ? nullptr : o.variant.c_str(),
                                 nullptr, &k);
+  if (rc != MHAGEN_OK && !o.lib.empty() && rc == MHAGEN_ERR_NOT_FOUND) {
+    // Name the spec that was asked for and what the library holds.
+    std::string held;
+    std::set<std::string> names;
+    for (int i = 0; i < mhagen_library_kernel_count(lib); ++i)
+      names.insert(mhagen_kernel_name(mhagen_library_kernel(lib, i)));
+    for (const std::string &n : names)
+      held += (held.empty() ? "" : ", ") + n;
+    throw std::runtime_error(
+        o.lib + " has no kernel for spec " + spec.kernelName() + " (hash " +
+        key + "); it holds " +
+        (held.empty() ? std::string("no kernels") : held) +
+        (o.variant.empty() ? std::string()
+                           : " (variant " + o.variant + " asked for)"));
+  }
   if (rc != MHAGEN_OK)
     throw std::runtime_error(mhagen_last_error());
   RunCheckOptions ro;
@@ -225,6 +240,31 @@ void addRunCommand(CLI::App &app, int &exitCode) {
           },
           "Mullapudi2016|Li2018"));
   cmd->callback([o, cmd, &exitCode] {
+    // Flags that only one of the two modes reads are refused in the other,
+    // never ignored: a user who passes them expects them to act.
+    const std::pair<const char *, const char *> generateOnly[] = {
+        {"--schedule", "the library's kernels run with the schedule they "
+                       "were built with"},
+        {"--autoscheduler", "the library's kernels are already scheduled"},
+        {"--keep", "nothing is generated"},
+        {"--backend", "the library's kernels are already built by one"},
+        {"--target", "the runtime picks the best variant the CPU runs; force "
+                     "one with --variant"}};
+    for (const auto &[flag, why] : generateOnly)
+      if (!o->lib.empty() && cmd->get_option(flag)->count() > 0) {
+        std::cerr << "error: " << flag << " acts when run generates the "
+                  << "kernel, not with --lib (" << why << "); drop " << flag
+                  << "\n";
+        exitCode = kExitUsage;
+        return;
+      }
+    if (o->lib.empty() && cmd->get_option("--variant")->count() > 0) {
+      std::cerr << "error: --variant forces a target variant of a loaded "
+                   "library: it needs --lib (a generated kernel has the one "
+                   "variant --target names)\n";
+      exitCode = kExitUsage;
+      return;
+    }
     nlohmann::ordered_json all = nlohmann::ordered_json::array();
     int worst = kExitOk;
     if (!o->lib.empty() && !o->spec.anyGiven()) {

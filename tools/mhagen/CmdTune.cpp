@@ -163,8 +163,19 @@ void addTuneCommand(CLI::App &app, int &exitCode) {
   cmd->add_flag("--report", o->report,
                 "print a summary of the database and plot it (no tuning)");
   cmd->add_option("--plot", o->plot, "PNG path for --report (default DB.png)");
-  cmd->callback([o, &exitCode] {
+  cmd->callback([o, cmd, &exitCode] {
     if (!o->merge.empty() || !o->output.empty()) {
+      // Merging reads only the databases: any tuning or spec flag would be
+      // ignored, so it is refused.
+      for (const CLI::Option *opt : cmd->get_options())
+        if (opt->count() > 0 && opt->get_name() != "--merge" &&
+            opt->get_name() != "--output" && opt->get_name() != "--help") {
+          std::cerr << "error: " << opt->get_name(false, true)
+                    << " does not apply to --merge, which only merges "
+                       "databases into -o; drop it\n";
+          exitCode = kExitUsage;
+          return;
+        }
       exitCode = mergeDatabases(o->merge, o->output);
       return;
     }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ int main(int argc, char **argv) {
   addRunCommand(app, exitCode);
   addListTargetsCommand(app, exitCode);
   addInspectCommand(app, exitCode);
+  addSealCommand(app, exitCode);
   addTuneCommand(app, exitCode);
   addHeadsCommand(app, exitCode);
 
@@ -76,6 +78,17 @@ int main(int argc, char **argv) {
   try {
     app.parse(args);
   } catch (const CLI::ParseError &e) {
+    // CLI11 says "--d: At Most 1 required but received 2" for a repeated
+    // flag; say it in the user's terms.
+    static const std::regex repeated(
+        R"(^(\S+): At Most 1 required but received (\d+)$)");
+    std::smatch m;
+    const std::string what = e.what();
+    if (std::regex_match(what, m, repeated)) {
+      std::cerr << "error: " << m[1] << " is given " << m[2]
+                << " times; give it once\n";
+      return kExitUsage;
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitUsage;
   }
