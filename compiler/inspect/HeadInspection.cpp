@@ -48,9 +48,17 @@ HeadWeights rebuildHeadWeights(const AttentionSpec &s, const LayerCall &c) {
   w.visible.assign(static_cast<size_t>(T * T), 0);
   w.entropy.assign(static_cast<size_t>(h * T), 0.0);
   w.meanEntropy.assign(static_cast<size_t>(h), 0.0);
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t j = 0; j < T; ++j)
+  w.maxEntropy.assign(static_cast<size_t>(T), 0.0);
+  for (int64_t i = 0; i < T; ++i) {
+    int64_t seen = 0;
+    for (int64_t j = 0; j < T; ++j) {
       w.visible[i * T + j] = maskAllows(s.mask, i, j, T, T, T) ? 1 : 0;
+      seen += w.visible[i * T + j];
+    }
+    // The sink is one more outcome of a row that sees a key (below).
+    if (seen > 0)
+      w.maxEntropy[i] = std::log(static_cast<double>(seen + (s.sinks ? 1 : 0)));
+  }
 
   for (int64_t head = 0; head < h; ++head) {
     const int64_t g = head / group;

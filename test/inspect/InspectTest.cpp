@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 using namespace mhagen;
@@ -233,6 +234,30 @@ TEST_F(HeadsCli, SeededRandomInputsAndTextReport) {
   }
 }
 
+// A learned sink is one more outcome of every row: the bound on a row's
+// entropy is ln(keys + 1), and no row exceeds it.
+TEST_F(HeadsCli, EntropyBoundCountsTheSink) {
+  ProcessResult r = heads({"--T", "40", "--sinks", "learned", "--no-png",
+                           "--format", "json", "--per-row"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  const size_t start = r.output.find("{\n");
+  ASSERT_NE(start, std::string::npos) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output.substr(start));
+  const std::vector<double> bound = j["entropy_bound_nats"];
+  ASSERT_EQ(bound.size(), 40u);
+  double mean = 0;
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_NEAR(bound[i], std::log(i + 2.0), 1e-12) << "row " << i;
+    mean += bound[i] / 40;
+  }
+  EXPECT_NEAR(j["mean_entropy_bound_nats"].get<double>(), mean, 1e-12);
+  for (const auto &head : j["heads"]) {
+    const std::vector<double> e = head["entropy_nats"];
+    for (int i = 0; i < 40; ++i)
+      EXPECT_LE(e[i], bound[i] + 1e-6) << "row " << i;
+  }
+}
+
 TEST_F(HeadsCli, BadInputsNameTheFileAndTheRule) {
   spit(dir.file("junk.npy"), "not an array");
   ProcessResult r = heads({"--x", dir.file("junk.npy")});
@@ -254,6 +279,35 @@ TEST_F(HeadsCli, BadInputsNameTheFileAndTheRule) {
                               dir.file("w_o.npy")});
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.output.find("w_q must have shape [8, 16], not [16, 8]"),
+            std::string::npos)
+      << r.output;
+  // More tokens than heads inspects: refused before any weight is drawn.
+  std::vector<float> tall(4097 * 8, 0.0f);
+  writeNpy(dir.file("tall.npy"), {4097, 8}, tall.data());
+  r = heads({"--x", dir.file("tall.npy")});
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_NE(r.output.find("x has 4097 tokens; heads rebuilds h x T x T "
+                          "weights and inspects at most 4096"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/weights.npy")));
+  // A NaN in x or a weight: named, not reported as a failed check.
+  std::vector<float> xnan(8 * 8, 0.0f);
+  xnan[13] = std::nanf("");
+  writeNpy(dir.file("xnan.npy"), {8, 8}, xnan.data());
+  r = heads({"--x", dir.file("xnan.npy")});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.output.find("xnan.npy: input is not finite: x element 13 is nan"),
+            std::string::npos)
+      << r.output;
+  std::vector<float> winf(8 * 16, 0.0f);
+  winf[5] = INFINITY;
+  writeNpy(dir.file("winf.npy"), {8, 16}, winf.data());
+  r = heads({"--weights", dir.file("winf.npy") + "," + dir.file("w_k.npy") +
+                              "," + dir.file("w_v.npy") + "," +
+                              dir.file("w_o.npy")});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.output.find("winf.npy: input is not finite: w_q element 5 is inf"),
             std::string::npos)
       << r.output;
   r = runProcess({MHAGEN_BINARY, "heads", "--op", "sdpa", "--d", "8", "--h",

@@ -26,6 +26,10 @@ namespace mhagen::cli {
 
 namespace {
 
+// The most tokens heads inspects: it holds h x T x T weights in memory
+// and writes them to weights.npy (h 32, T 4096: 2 GiB).
+constexpr int64_t kMaxHeadsTokens = 4096;
+
 // A command line heads cannot run (exit code kExitUsage).
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -53,6 +57,18 @@ std::vector<std::string> splitList(const std::string &s) {
   return out;
 }
 
+// Entropy and weights are only defined for finite inputs: a NaN or
+// infinity is named with its file and element instead of being reported
+// as a failed check.
+void requireFinite(const std::string &path, const std::string &name,
+                   const std::vector<float> &values) {
+  for (size_t i = 0; i < values.size(); ++i)
+    if (!std::isfinite(values[i]))
+      throw std::runtime_error(path + ": input is not finite: " + name +
+                               " element " + std::to_string(i) + " is " +
+                               std::to_string(values[i]));
+}
+
 // An .npy input for tensor `name` whose shape must be `want` (outermost
 // first); a leading batch dimension of 1 is accepted where noted.
 std::vector<float> loadInput(const std::string &path, const std::string &name,
@@ -68,6 +84,7 @@ std::vector<float> loadInput(const std::string &path, const std::string &name,
     throw std::runtime_error(path + ": " + name + " must have shape " +
                              w.shapeText() + ", not " + a.shapeText());
   }
+  requireFinite(path, name, a.data);
   return a.data;
 }
 
@@ -97,6 +114,13 @@ int runHeads(const HeadsOpts &o, AttentionSpec spec) {
                                std::to_string(d) + "] or [1, T, " +
                                std::to_string(d) + "], not " + a.shapeText());
     T = shape[0];
+    if (T > kMaxHeadsTokens)
+      throw UsageError(o.x + ": x has " + std::to_string(T) +
+                       " tokens; heads rebuilds h x T x T weights and "
+                       "inspects at most " +
+                       std::to_string(kMaxHeadsTokens) +
+                       " (the --T limit): pass a slice of x");
+    requireFinite(o.x, "x", a.data);
     x = a.data;
   }
   if (spec.T && *spec.T != T)
@@ -186,6 +210,11 @@ int runHeads(const HeadsOpts &o, AttentionSpec spec) {
   std::vector<float> ent(w.entropy.begin(), w.entropy.end());
   inspect::writeNpy(out2("entropy.npy"), {h, T}, ent.data());
 
+  // The largest mean a head could have: uniform over each row's outcomes
+  // (its keys, and its learned sink).
+  double meanMaxEntropy = 0;
+  for (double bound : w.maxEntropy)
+    meanMaxEntropy += bound / static_cast<double>(T);
   const bool ok = out.ok() && lse.ok();
   if (o.format == "json") {
     nlohmann::ordered_json j;
@@ -195,6 +224,9 @@ int runHeads(const HeadsOpts &o, AttentionSpec spec) {
     j["output_max_abs_err"] = out.maxAbsErr;
     j["lse_max_abs_err"] = lse.maxAbsErr;
     j["lse_normalisation_error"] = w.maxNormError;
+    j["mean_entropy_bound_nats"] = meanMaxEntropy;
+    if (o.perRow)
+      j["entropy_bound_nats"] = w.maxEntropy;
     nlohmann::ordered_json heads = nlohmann::ordered_json::array();
     for (int64_t head = 0; head < h; ++head) {
       nlohmann::ordered_json e;
@@ -219,19 +251,10 @@ int runHeads(const HeadsOpts &o, AttentionSpec spec) {
                 "%.2g\n",
                 w.maxNormError);
     std::printf("head  kv  mean entropy (nats)  of at most\n");
-    // The largest mean a head could have: uniform over each row's keys.
-    double uniform = 0;
-    for (int64_t i = 0; i < T; ++i) {
-      int64_t n = 0;
-      for (int64_t j = 0; j < T; ++j)
-        n += w.visible[i * T + j];
-      uniform += n > 0 ? std::log(double(n)) : 0.0;
-    }
-    uniform /= double(T);
     for (int64_t head = 0; head < h; ++head)
       std::printf("%4lld %3lld  %19.4f  %10.4f\n", static_cast<long long>(head),
                   static_cast<long long>(head / spec.groupSize()),
-                  w.meanEntropy[head], uniform);
+                  w.meanEntropy[head], meanMaxEntropy);
     if (o.perRow) {
       std::printf("entropy per row (nats), one column per head:\n");
       for (int64_t i = 0; i < T; ++i) {
@@ -259,7 +282,7 @@ void addHeadsCommand(CLI::App &app, int &exitCode) {
                   "tokens of the seeded random input (an --x "
                   "file fixes T itself)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+      ->check(CLI::Range(int64_t(1), kMaxHeadsTokens));
   cmd->add_option("--seed", o->seed, "seed of the random inputs")
       ->capture_default_str();
   cmd->add_option("--x", o->x,

@@ -36,6 +36,10 @@ struct HeadWeights {
   std::vector<double> entropy;     ///< [h, T] in nats (0 for a row that sees
                                    ///< nothing)
   std::vector<double> meanEntropy; ///< [h]: mean over rows
+  /// [T]: the largest entropy row i can have, uniform over its outcomes:
+  /// ln(keys it sees + 1 for a learned sink); 0 for a row that sees none
+  /// (the same for every head).
+  std::vector<double> maxEntropy;
   /// The largest |1 - (sum_j P_ij + sink share)| over rows that see a key:
   /// how well the kernel's lse normalises the rebuilt scores.
   double maxNormError = 0;
