@@ -1,6 +1,7 @@
 #include "mhagen/harness/RunCheck.h"
 
 #include "mhagen/manifest.hpp"
+#include "mhagen/spec/CostModel.h"
 #include "mhagen/spec/SpecParser.h"
 
 #include <algorithm>
@@ -75,14 +76,19 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
   js["reps"] = t.reps;
   js["gflops_nominal"] = nominal / (t.medianMs * 1e6);
   js["gflops_useful"] = useful / (t.medianMs * 1e6);
-  // K and V as stored, read once per call: decode's bandwidth floor. With
-  // per-batch lengths (padding, a paged cache) the keys past a length are
-  // never read.
-  double kvTokens = static_cast<double>(p.size().B) * p.size().Tkv;
-  if (!p.kvLens().empty()) {
-    kvTokens = 0;
-    for (int32_t len : p.kvLens())
-      kvTokens += len;
+  // K and V as stored, read once per call: decode's bandwidth floor. Only
+  // keys some query sees count: the mask skips the others' tiles, and with
+  // per-batch lengths (padding, a paged cache, a ragged batch) the keys
+  // past a length are never read.
+  const MaskSpec mask = spec.effectiveMask();
+  const bool ownEnd = spec.pagedKv() || spec.ragged;
+  double kvTokens = 0;
+  for (int64_t bi = 0; bi < p.size().B; ++bi) {
+    const int64_t len = p.kvLens().empty() ? p.size().Tkv : p.kvLens()[bi];
+    const int64_t tkv = ownEnd ? len : p.size().Tkv;
+    const int64_t tq =
+        std::min(tkv, p.qLens().empty() ? p.size().Tq : p.qLens()[bi]);
+    kvTokens += static_cast<double>(visitedKeys(mask, tq, tkv, len));
   }
   const double kvBytes = kvTokens * static_cast<double>(spec.kvBytesPerToken());
   if (spec.op == Op::Sdpa) // a layer computes its K/V, it reads X

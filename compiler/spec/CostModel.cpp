@@ -46,6 +46,19 @@ int64_t visitedPairs(const MaskSpec &m, int64_t Tq, int64_t Tkv) {
   return count;
 }
 
+int64_t visitedKeys(const MaskSpec &m, int64_t Tq, int64_t Tkv,
+                    int64_t kvLen) {
+  if (m.isNone())
+    return Tkv;
+  // A clause's key range only moves forward from row to row and the ranges
+  // of consecutive rows overlap or nest, so its union over the rows is the
+  // range clauseKeyTiles gives (tiles of one key) for all of them at once.
+  std::vector<KeyTileRange> keys;
+  for (const MaskClause &c : m.anyOf)
+    keys.push_back(clauseKeyTiles(c, Tkv - Tq, Tkv - 1, Tkv, kvLen, 1));
+  return unionLength(keys);
+}
+
 int64_t tiledPairs(const MaskSpec &m, int64_t Tq, int64_t Tkv,
                    int64_t queryTile, int64_t keyTile) {
   int64_t count = 0;
@@ -102,7 +115,8 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
   r.flopsTotal = r.flopsProjections + r.flopsScores + r.flopsWeighted;
   r.flopsNominalAttention = 4.0 * Bd * s.h * r.Tq * r.Tkv * s.d_k;
   r.kvBytesPerToken = s.kvBytesPerToken();
-  r.kvBytesPerCall = r.B * r.Tkv * r.kvBytesPerToken;
+  r.visitedKeys = visitedKeys(s.mask, r.Tq, r.Tkv, r.Tkv);
+  r.kvBytesPerCall = r.B * r.visitedKeys * r.kvBytesPerToken;
   r.memoryBandwidthGBs = memoryBandwidthGBs;
   if (memoryBandwidthGBs > 0)
     r.kvFloorMs = 1e3 * static_cast<double>(r.kvBytesPerCall) /
@@ -218,7 +232,8 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
   os << "memory:\n";
   os << "  K/V bytes per token   " << withCommas(r.kvBytesPerToken) << " ("
      << bytes(r.kvBytesPerToken) << ")\n";
-  os << "  K/V read per call     " << bytes(r.kvBytesPerCall) << " (B * T_kv * "
+  os << "  K/V read per call     " << bytes(r.kvBytesPerCall) << " (B * "
+     << r.visitedKeys << " keys seen of T_kv " << r.Tkv << " * "
      << r.kvBytesPerToken << ")";
   if (r.memoryBandwidthGBs > 0) {
     char buf[96];
@@ -279,6 +294,7 @@ std::string costReportJson(const AttentionSpec &s, const CostReport &r) {
   j["total_pairs"] = r.totalPairs;
   nlohmann::ordered_json m;
   m["kv_bytes_per_token"] = r.kvBytesPerToken;
+  m["kv_keys_visited"] = r.visitedKeys;
   m["kv_bytes_per_call"] = r.kvBytesPerCall;
   if (r.memoryBandwidthGBs > 0) {
     m["memory_bandwidth_gbs"] = r.memoryBandwidthGBs;

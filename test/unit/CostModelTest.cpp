@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 using namespace mhagen;
 
 static AttentionSpec spec(const std::string &fields) {
@@ -40,6 +44,39 @@ TEST(CostModel, DecodeReadsTheWholeCacheOnce) {
       spec("op = sdpa; d = 4096; h = 32; kv = 8; dtype = bf16"), 1, 4096, 3);
   EXPECT_EQ(h.kvBytesPerCall, r.kvBytesPerCall / 2);
   EXPECT_EQ(h.kvFloorMs, 0.0);
+}
+
+// The keys some query sees, against a brute-force count over maskAllows:
+// what explain's bytes and floor and run's K/V bandwidth are made of.
+TEST(CostModel, VisitedKeysAreTheKeysSomeQuerySees) {
+  for (const char *mask :
+       {"none", "causal", "window(5)", "causal & sink(3)", "padding",
+        "causal & (window(4) | sink(2))", "window(3) | padding",
+        "causal & padding"}) {
+    AttentionSpec s =
+        spec(std::string("op = sdpa; d = 64; h = 2; mask = ") + mask);
+    for (int64_t tkv : {1, 7, 33})
+      for (int64_t tq : {int64_t(1), int64_t(3), tkv})
+        for (int64_t len : {tkv, (tkv + 1) / 2}) {
+          if (tq > tkv)
+            continue;
+          std::vector<bool> seen(static_cast<size_t>(tkv), false);
+          for (int64_t i = 0; i < tq; ++i)
+            for (int64_t j = 0; j < tkv; ++j)
+              if (maskAllows(s.mask, i, j, tq, tkv, len))
+                seen[static_cast<size_t>(j)] = true;
+          const int64_t want = std::count(seen.begin(), seen.end(), true);
+          EXPECT_EQ(visitedKeys(s.mask, tq, tkv, len), want)
+              << mask << " Tq " << tq << " Tkv " << tkv << " len " << len;
+        }
+  }
+  // Decode under window(64): 64 keys of 4096 are read, not the cache.
+  CostReport r = computeCost(
+      spec("op = sdpa; d = 4096; h = 32; kv = 8; mask = window(64)"), 1, 4096,
+      1, 20.0);
+  EXPECT_EQ(r.visitedKeys, 64);
+  EXPECT_EQ(r.kvBytesPerCall, int64_t(64) * 8 * 256 * 4);
+  EXPECT_NEAR(r.kvFloorMs, 64.0 * 8 * 256 * 4 / 20e9 * 1e3, 1e-12);
 }
 
 TEST(CostModel, GemmaWideHeads) {

@@ -78,6 +78,11 @@ inline KeyTileRange clauseKeyTiles(const MaskClause &c, int64_t firstPos,
 /// padding length equal to Tkv: the exact count.
 int64_t visitedPairs(const MaskSpec &m, int64_t Tq, int64_t Tkv);
 
+/// The keys that at least one of a sequence's Tq queries (its last Tq
+/// tokens) sees, its padding length kvLen: what a kernel must read of K
+/// and V, at least.
+int64_t visitedKeys(const MaskSpec &m, int64_t Tq, int64_t Tkv, int64_t kvLen);
+
 /// The (query, key) pairs a tiled kernel computes for one sequence and
 /// one head: every pair of each (query tile, key tile) block it visits,
 /// with queryTile tokens and keyTile keys per tile and the union of
@@ -104,7 +109,10 @@ struct CostReport {
   int64_t tiledPairs = 0;
   int64_t totalPairs = 0; ///< Tq * Tkv
   int64_t kvBytesPerToken = 0;
-  /// K and V of every sequence read once: B * T_kv * kvBytesPerToken.
+  /// Keys per sequence that some query sees (visitedKeys): a window or a
+  /// sink hides the rest, and the kernel skips their tiles.
+  int64_t visitedKeys = 0;
+  /// K and V of those keys read once: B * visitedKeys * kvBytesPerToken.
   /// A decode step cannot take less than this over the memory bandwidth.
   int64_t kvBytesPerCall = 0;
   double memoryBandwidthGBs = 0; ///< given by the user (explain --mem-bw)
