@@ -1,11 +1,16 @@
 # mhagen_add_attention(<target>
 #     SPECS <file.mha>...                      # every spec of these files
 #   | [OP layer|sdpa] D <d> H <h> [KV <kv>] [DK <dk>] [DV <dv>]
-#     [MASK <expr>] [DTYPE f32|bf16|f16] [BIAS] [SCALE <s>] [NAME <name>]
-#     [T <T>] [TKV <Tkv>] [B <B>]              # one spec from flags
+#     [MASK <expr>] [DTYPE f32|bf16|f16] [BIAS] [SCALE <s>|runtime]
+#     [KV_DTYPE f32|bf16|f16|i8] [KV_CACHE contiguous|paged(<block>)]
+#     [RAGGED] [LSE] [SOFTCAP <c>] [ALIBI true|runtime] [SINKS learned]
+#     [NAME <name>] [T <T>] [TKV <Tkv>] [B <B>] # one spec from arguments
 #   [TARGETS <target>...]                      # e.g. avx2 avx512 (default host)
 #   [BACKEND halide|mlir] [TUNING_DB <file> [MACHINE_CLASS <class>]]
 #   [BUNDLE <name>] [EMIT <ir>...])
+#
+# The arguments are the spec language's fields (docs/spec-language.md),
+# one per field, with the meaning they have in a .mha file.
 #
 # TUNING_DB picks each spec's record measured on MACHINE_CLASS (as `mhagen
 # tune --report` prints it; default: the machine that builds), else on the
@@ -16,9 +21,41 @@
 # header, <BUNDLE>.h (default mhagen_<target>_<n>.h), on the include path.
 # Regenerates only when a spec file, the tuning database, the arguments or
 # mhagen itself change.
+
+# The spec fields mhagen_add_attention takes, as ARGUMENT:spec_field: a
+# value argument becomes `spec_field = value` of a one-spec file (NAME) or
+# `--flag value` of the command line, where the flag is the field's CLI
+# spelling (spec_field, with '_' as '-', except the static sizes).
+set(_MHAGEN_VALUE_FIELDS
+  OP:op D:d H:h KV:kv DK:dk DV:dv MASK:mask DTYPE:dtype SCALE:scale
+  KV_DTYPE:kv_dtype KV_CACHE:kv_cache SOFTCAP:softcap ALIBI:alibi
+  SINKS:sinks T:T TKV:Tkv B:B)
+# Options (no value): ARGUMENT:spec_field, `spec_field = true` when given.
+set(_MHAGEN_OPTION_FIELDS BIAS:bias LSE:lse RAGGED:ragged)
+
+# The command-line flag of a spec field (SpecOptions.cpp).
+function(_mhagen_field_flag field out)
+  if(field MATCHES "^(T|Tkv|B)$")
+    set(${out} "--static-${field}" PARENT_SCOPE)
+  else()
+    string(REPLACE "_" "-" _f "${field}")
+    set(${out} "--${_f}" PARENT_SCOPE)
+  endif()
+endfunction()
+
 function(mhagen_add_attention target)
-  cmake_parse_arguments(MA "BIAS"
-    "OP;D;H;KV;DK;DV;MASK;DTYPE;SCALE;NAME;T;TKV;B;BACKEND;TUNING_DB;MACHINE_CLASS;BUNDLE"
+  set(_values)
+  foreach(_pair IN LISTS _MHAGEN_VALUE_FIELDS)
+    string(REGEX REPLACE ":.*" "" _key "${_pair}")
+    list(APPEND _values ${_key})
+  endforeach()
+  set(_options)
+  foreach(_pair IN LISTS _MHAGEN_OPTION_FIELDS)
+    string(REGEX REPLACE ":.*" "" _key "${_pair}")
+    list(APPEND _options ${_key})
+  endforeach()
+  cmake_parse_arguments(MA "${_options}"
+    "${_values};NAME;BACKEND;TUNING_DB;MACHINE_CLASS;BUNDLE"
     "SPECS;TARGETS;EMIT" ${ARGN})
   if(MA_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR
@@ -52,39 +89,39 @@ function(mhagen_add_attention target)
       list(APPEND _deps "${_abs}")
     endforeach()
   endif()
-  foreach(_pair OP:--op D:--d H:--h KV:--kv DK:--dk DV:--dv MASK:--mask
-                DTYPE:--dtype SCALE:--scale T:--static-T TKV:--static-Tkv
-                B:--static-B BACKEND:--backend)
+  # The spec from arguments, as flags and as a spec file's fields.
+  set(_text "")
+  foreach(_pair IN LISTS _MHAGEN_VALUE_FIELDS)
     string(REPLACE ":" ";" _pair "${_pair}")
     list(GET _pair 0 _key)
-    list(GET _pair 1 _flag)
+    list(GET _pair 1 _field)
     if(DEFINED MA_${_key})
-      list(APPEND _args ${_flag} "${MA_${_key}}")
+      _mhagen_field_flag(${_field} _flag)
+      list(APPEND _args "${_flag}=${MA_${_key}}")
+      string(APPEND _text "  ${_field} = ${MA_${_key}}\n")
     endif()
   endforeach()
-  if(MA_BIAS)
-    list(APPEND _args --bias)
+  foreach(_pair IN LISTS _MHAGEN_OPTION_FIELDS)
+    string(REPLACE ":" ";" _pair "${_pair}")
+    list(GET _pair 0 _key)
+    list(GET _pair 1 _field)
+    if(MA_${_key})
+      _mhagen_field_flag(${_field} _flag)
+      list(APPEND _args "${_flag}")
+      string(APPEND _text "  ${_field} = true\n")
+    endif()
+  endforeach()
+  if(DEFINED MA_BACKEND)
+    list(APPEND _args --backend "${MA_BACKEND}")
   endif()
   if(MA_NAME)
     if(MA_SPECS)
       message(FATAL_ERROR "mhagen_add_attention: NAME goes with flags, not SPECS")
     endif()
-    # A named spec from flags: written as a one-spec file at configure time.
+    # A named spec from arguments: written as a one-spec file at configure
+    # time.
     set(_file "${_dir}/${MA_NAME}.mha")
-    set(_text "spec ${MA_NAME} {\n")
-    foreach(_pair OP:op D:d H:h KV:kv DK:dk DV:dv MASK:mask DTYPE:dtype
-                  SCALE:scale T:T TKV:Tkv B:B)
-      string(REPLACE ":" ";" _pair "${_pair}")
-      list(GET _pair 0 _key)
-      list(GET _pair 1 _field)
-      if(DEFINED MA_${_key})
-        string(APPEND _text "  ${_field} = ${MA_${_key}}\n")
-      endif()
-    endforeach()
-    if(MA_BIAS)
-      string(APPEND _text "  bias = true\n")
-    endif()
-    string(APPEND _text "}\n")
+    set(_text "spec ${MA_NAME} {\n${_text}}\n")
     file(WRITE "${_file}.new" "${_text}")
     file(COPY_FILE "${_file}.new" "${_file}" ONLY_IF_DIFFERENT)
     set(_args "${_file}")

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 extern "C" int run_every_kernel_c(void);
@@ -180,6 +181,44 @@ int main() {
     std::printf("%s (layer): max |err| %.3g\n", mhagen_kernel_symbol(layer), e);
     failures += e > 2e-4;
   }
+  // Spec fields given to mhagen_add_attention as arguments reach the
+  // kernels: their manifests say so.
+  struct Expected {
+    const char *key; // a kernel name, or "" for the spec from flags
+    std::vector<const char *> fields;
+  };
+  const Expected expected[] = {
+      {"cache_sdpa",
+       {R"("kv_dtype": "i8")", R"("kv_block": 16)", R"("ragged": true)",
+        R"("lse": true)", R"("softcap": 30)", R"("alibi": "runtime")",
+        R"("sinks": true)", "window(64)", "sink(4)"}},
+      {"", {R"("kv_dtype": "f16")", R"("scale": "runtime")", R"("d": 128)"}}};
+  for (const Expected &e : expected) {
+    std::string manifest;
+    for (int i = 0; i < mhagen_kernel_count(); ++i) {
+      const mhagen_kernel *kk = mhagen_kernel_at(i);
+      const std::string m = mhagen_kernel_manifest(kk);
+      const bool named = *e.key != 0;
+      if (named ? std::string(mhagen_kernel_name(kk)) == e.key
+                : m.find(R"("d": 128)") != std::string::npos &&
+                      m.find(R"("h": 2,)") != std::string::npos &&
+                      m.find(R"("n_kv": 1,)") != std::string::npos)
+        manifest = m;
+    }
+    if (manifest.empty()) {
+      std::printf("no kernel for %s\n", *e.key ? e.key : "the flags spec");
+      ++failures;
+      continue;
+    }
+    for (const char *field : e.fields)
+      if (manifest.find(field) == std::string::npos) {
+        std::printf("%s: manifest lacks %s\n", *e.key ? e.key : "flags spec",
+                    field);
+        ++failures;
+      }
+  }
+  std::printf("spec fields from mhagen_add_attention arguments: checked\n");
+
   // Every op x dtype x backend through its header, from C11 and C++17.
   failures += run_every_kernel_c();
   failures += check_every_kernel_cxx();
