@@ -56,7 +56,7 @@ const Shape kS1{"S1", 1, 512, 512, 32, 8, 128, true};
 const Shape kS2{"S2", 1, 2048, 2048, 32, 8, 128, true};
 const Shape kS3{"S3", 4, 512, 512, 12, 12, 64, false};
 const Shape kS2none{"S2none", 1, 2048, 2048, 32, 8, 128, false};
-// Decode and serving (issue 13): S4 (one token against a 4096-token
+// Decode and serving: S4 (one token against a 4096-token
 // cache), batched decode, speculative decode (4 draft tokens) and a chunk
 // of prefill against a long cache.
 const Shape kDecode{"Decode", 1, 1, 4096, 32, 8, 128, true};
@@ -66,16 +66,16 @@ const Shape kSpecDecode{"SpecDecode", 1, 4, 4096, 32, 8, 128, true};
 // drawn (seeded) from [512, 8192].
 const Shape kRaggedDecode{"RaggedDecode", 16, 1, 8192, 32, 8, 128, true};
 constexpr int64_t kRaggedMinLen = 512;
-// A continuous-batching step (issue 13, ragged batches): 8 sequences with
+// A continuous-batching step (ragged batches): 8 sequences with
 // cache lengths drawn from [512, 4096] and query counts from [1, 128]
 // (seeded), packed; against every sequence padded to 128 queries.
 const Shape kRaggedServe{"RaggedServe", 8, 128, 4096, 32, 8, 128, true};
-// Model families with score modifiers (issue 14), prefill of 2048 tokens:
+// Model families with score modifiers, prefill of 2048 tokens:
 // the kernel's spec (bench/kernels.mha) holds the window, cap and sinks.
 const Shape kGemma2{"Gemma2", 1, 2048, 2048, 8, 4, 256, true};
 const Shape kGptOss{"GptOss", 1, 2048, 2048, 64, 8, 64, true};
 const Shape kChunkPrefill{"ChunkPrefill", 1, 512, 8192, 32, 8, 128, true};
-// A mask union (issue 14): StreamingLLM, causal & (window(1024) | sink(4)),
+// A mask union: StreamingLLM, causal & (window(1024) | sink(4)),
 // prefill of 4096 tokens; the kernel's spec holds the mask.
 const Shape kStreaming{"Streaming", 1, 4096, 4096, 32, 8, 128, true};
 
@@ -632,7 +632,7 @@ int main(int argc, char **argv) {
        {"RaggedServe_f32_paged16/mhagen_mlir",
         "bench_gqa_f32_ragged_paged16_mlir"},
        {"RaggedServe_f32_padded_paged16/mhagen", "bench_gqa_f32_paged16"}});
-  // Each score modifier alone on S1 and S2 (issue 14: at most 10 % over
+  // Each score modifier alone on S1 and S2 (at most 10 % over
   // the plain kernel, S1_f32/mhagen and S2_f32/mhagen above), and the
   // log-sum-exp output.
   for (const Shape &sh : {kS1, kS2})

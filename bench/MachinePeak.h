@@ -4,7 +4,7 @@
 //
 // Every "% of FMA peak" and every decode bandwidth floor the benchmark
 // prints divides by these figures, so they must not be inflated or
-// deflated by how they are taken (issue 15, item 8): each thread runs
+// deflated by how they are taken: each thread runs
 // ~0.3 s, all threads wait at a barrier and start together, and the time
 // is from the release to the last thread's end. A peak that does not scale
 // with the threads is reported (scalingWarning), not silently used.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run-to-run spread and thread scaling (issue 15, item 7): runs the
+# Run-to-run spread and thread scaling: runs the
 # benchmark binary RUNS times as separate processes (default 5; a fresh
 # process each time, so allocator state, page placement and thread start-up
 # vary as they do for a user), then prints, per case, the min / median / max

@@ -1,5 +1,5 @@
-"""OpenVINO's CPU ScaledDotProductAttention, the fastest peer measured on S3
-(issue 15, item 6). Times the attention-core shapes of
+"""OpenVINO's CPU ScaledDotProductAttention, the fastest peer measured on S3.
+Times the attention-core shapes of
 bench/AttentionBench.cpp at 1 and 2 threads, f32 (and bf16 inside the
 plugin where the CPU has it), and prints one JSON object per measurement in
 the format of bench/peers/torch_sdpa.py.

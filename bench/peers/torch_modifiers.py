@@ -1,4 +1,4 @@
-"""The score-modifier shapes of issue 14 in torch 2.x on the CPU, the peers
+"""The score-modifier shapes in torch 2.x on the CPU, the peers
 users of Gemma 2 or gpt-oss would pick instead of mhagen:
 
 - flex_attention under torch.compile, with a score_mod (softcap) and a

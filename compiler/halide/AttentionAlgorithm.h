@@ -59,7 +59,7 @@ struct AttentionTiles {
   int splitTasks = 0;
   bool splitKv = false;     ///< the split structure (splitTasks 0: 1 chunk)
   int splitMinKeyTiles = 1; ///< no chunk shorter than this many key tiles
-  /// The decode micro-kernel's tile (issue 13): K/V channels in the vector
+  /// The decode micro-kernel's tile: K/V channels in the vector
   /// lanes instead of rows, so `rows` is exactly headsPerTile *
   /// tokensPerTile and a call computes only the rows of its T_q tokens
   /// (the output reads row min(t, TT-1) * HP + head, which bounds

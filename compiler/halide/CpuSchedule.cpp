@@ -91,7 +91,7 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
        bf16DotOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0},
        "bf16 pairwise dot products (vdpbf16ps) for QK^T and PV"},
   };
-  // Decode (issue 13): a second variant of the attention core for
+  // Decode: a second variant of the attention core for
   // T_q <= decode_tokens, chosen at call time, whose key axis is split
   // over parallel tasks. sdpa only (a layer's T_kv is its T_q).
   space.params.push_back(
@@ -127,7 +127,7 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
        "decode_layout 1: copy each key tile's K/V to dense f32 scratch "
        "first (0: read the cache in the dot products)",
        true});
-  // The long-call variant (issue 15): a second prefill pipeline with a
+  // The long-call variant: a second prefill pipeline with a
   // longer query tile, which the kernel runs for calls of at least
   // long_min_tokens query tokens (HalideWrapper.cpp). Only where T_q is
   // known at call time alone: a static T gets its tile directly, and a
@@ -189,7 +189,7 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
     if (x <= 16)
       heads = x;
   d["heads_per_tile"] = heads;
-  // Two query tiles (issue 15). Every row of a query tile uses each K/V
+  // Two query tiles. Every row of a query tile uses each K/V
   // tile staged for it, so a longer tile reads K/V fewer times; but a call
   // with few tokens computes the tile's padding. The short tile has about
   // 64 rows (B1 T40 h32 kv8 causal: 0.28 ms at 64 rows, 0.45 ms at 128,

@@ -7,7 +7,7 @@
 // arenas, but trims and refills those arenas between calls, and a decode
 // step of ~2 ms spent ~8% of its time there (perf, bench/RESULTS.md). The
 // cost also varies with what the arena looks like, which widens the
-// run-to-run spread (issue 15, item 7).
+// run-to-run spread.
 //
 // This allocator keeps the last few freed blocks of each thread and hands
 // one back when a later request of that thread fits it; everything else

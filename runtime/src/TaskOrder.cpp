@@ -1,5 +1,5 @@
 // The order in which the thread pool hands out a parallel loop's tasks:
-// heaviest first (issue 15, item 1: an explicit work split for causal).
+// heaviest first (an explicit work split for causal).
 //
 // Halide 14's pool gives a loop's iterations out one at a time, lowest
 // index first, to whichever thread asks next. mhagen's Halide kernels

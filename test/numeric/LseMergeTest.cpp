@@ -1,4 +1,4 @@
-// The merge identity of the log-sum-exp output (issue 14, docs/design.md
+// The merge identity of the log-sum-exp output (docs/design.md
 // §1 "Logsumexp"): attention over T_kv keys equals the merge, by
 // mhagen_merge_attention, of the attention over the first T1 keys and over
 // the other T_kv - T1 -- each half a view into the same K/V buffers

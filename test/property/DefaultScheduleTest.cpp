@@ -1,4 +1,4 @@
-// Property test (issue 12, section 3): every spec that passes validation
+// Property test: every spec that passes validation
 // gets a default schedule inside its backend's declared space, on every
 // target and backend, and a seeded sample of them is generated, run and
 // checked against the reference. A spec validation accepts must produce a

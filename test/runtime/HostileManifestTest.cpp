@@ -1,5 +1,5 @@
-// Manifests that try to take validation off its guard (issue 12, section
-// 7): sizes whose products wrap, deep nesting, lax types and ranges,
+// Manifests that try to take validation off its guard: sizes whose
+// products wrap, deep nesting, lax types and ranges,
 // unknown fields. Each one must be refused when it is read, and a call can
 // never run on one.
 #include "FakeKernels.h"

@@ -1,4 +1,4 @@
-/* A kernel library built for another ABI version (issue 12): loading it
+/* A kernel library built for another ABI version: loading it
  * must fail with MHAGEN_ERR_ABI_MISMATCH and say why, never run it. */
 #include <mhagen/abi.h>
 

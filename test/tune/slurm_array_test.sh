@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tuning spread over a cluster with Slurm (issue 15): starts a one-node
+# Tuning spread over a cluster with Slurm: starts a one-node
 # Slurm cluster on loopback (slurmctld + slurmd, a config written here,
 # auth/none so no munge key is needed), submits the shipped batch script
 # tools/slurm/tune-array.sbatch as a 4-task array of a small tuning job,

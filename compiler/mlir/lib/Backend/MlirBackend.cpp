@@ -282,7 +282,7 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
     space.defaults["gemm_cols"] = 256;
     space.defaults["gemm_depth"] = 256;
   }
-  // Decode (issue 13): the split-KV form of mha-split-kv-decode for calls
+  // Decode: the split-KV form of mha-split-kv-decode for calls
   // with T_q <= decode_tokens, its key axis cut into chunks so that
   // B x kv x chunks reaches split_tasks per core. sdpa only (a layer's T_kv
   // is its T_q): a layer declares decode_tokens = 0 and the split

@@ -23,7 +23,7 @@ using namespace mhagen::mha;
 
 namespace {
 
-// The explicit work split (issue 15, item 1), as the Halide kernels get
+// The explicit work split, as the Halide kernels get
 // it from the runtime's pool (runtime/src/TaskOrder.cpp). OpenMP's default
 // static schedule gives each thread one contiguous range of iterations:
 // equal work only when the causal triangles divide evenly (B x h a

@@ -55,7 +55,7 @@ struct ScheduleSpace {
 std::string declaredViolation(const std::vector<ParamDecl> &params,
                               const ScheduleParams &p);
 
-/// The split-KV decode parameters both CPU backends declare (issue 13):
+/// The split-KV decode parameters both CPU backends declare:
 /// split_tasks (parallel tasks per core the key-axis chunks aim for, 0: no
 /// split) and split_min_keys (the fewest keys per chunk).
 std::vector<ParamDecl> splitKvParams();
