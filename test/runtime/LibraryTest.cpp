@@ -7,6 +7,7 @@
 #include "mhagen/manifest.hpp"
 #include "mhagen/runtime.h"
 #include "mhagen/spec/SpecParser.h"
+#include "mhagen/support/Process.h"
 
 #include <gtest/gtest.h>
 
@@ -20,9 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <random>
 #include <set>
 #include <thread>
@@ -234,16 +233,16 @@ TEST(HostileLibrary, FifoIsRefusedWithoutBlocking) {
 }
 
 namespace {
+// A file's bytes, and bytes written as a file in the test's temporary
+// folder (mhagen/support/Process.h does the I/O).
 std::vector<unsigned char> fileBytes(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
+  const std::string s = readFile(path);
+  return {s.begin(), s.end()};
 }
 std::string writeBytes(const std::string &name,
                        const std::vector<unsigned char> &bytes) {
   const std::string p = testing::TempDir() + "/" + name;
-  std::ofstream(p, std::ios::binary)
-      .write(reinterpret_cast<const char *>(bytes.data()),
-             static_cast<std::streamsize>(bytes.size()));
+  writeFile(p, std::string(bytes.begin(), bytes.end()));
   return p;
 }
 } // namespace
