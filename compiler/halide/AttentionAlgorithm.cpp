@@ -50,7 +50,26 @@ int channelBlockFor(int64_t dv, int preferred) {
 // Every value stays finite (the fast-math flags Halide sets assume no
 // infinities): "minus infinity" is kLowest, and hidden keys are zeroed by
 // the mask predicate itself.
+//
+// Non-finite inputs (docs/design.md §1): a visible score that is not
+// finite -- Q or K held an infinity or a NaN -- makes its probability
+// NaN, so the row's sum l and every accumulator turn NaN, and the output
+// stage turns a row whose l is NaN into NaN channels and a NaN lse. The
+// tests run on integer views of the bits: the fast-math flags let LLVM
+// fold a floating-point NaN test of a value it computed, never an integer
+// one. A row with no visible key keeps l = 0 and outputs zeros whatever
+// the hidden keys' values.
 static const float kLowest = kLowestScore; // mhagen/spec/SoftmaxNumerics.h
+
+namespace {
+/// All ones in the exponent once the sign is shifted out: the value is an
+/// infinity or a NaN.
+Expr notFiniteBits(const Expr &x) {
+  return (reinterpret<uint32_t>(x) << 1) >= cast<uint32_t>(Expr(0xff000000u));
+}
+/// A quiet NaN's bits.
+Expr quietNanBits() { return cast<uint32_t>(Expr(0x7fc00000u)); }
+} // namespace
 
 AttentionStages defineAttention(const AttentionSpec &s,
                                 const AttentionInputs &in,
@@ -142,8 +161,12 @@ AttentionStages defineAttention(const AttentionSpec &s,
   }
   auto modify = [&](Expr score) {
     if (s.softcap) {
+      // The cap's clamp would make an infinite score finite: a score that
+      // is not finite stays NaN, so the probability test below sees it.
       const float cap = static_cast<float>(*s.softcap);
-      score = cap * tanhRational(score * (1.0f / cap));
+      const Expr capped = cap * tanhRational(score * (1.0f / cap));
+      score = reinterpret<float>(select(notFiniteBits(score), quietNanBits(),
+                                        reinterpret<uint32_t>(capped)));
     }
     if (s.alibi != AlibiSlopes::None)
       score += st.rowSlope(i, ho) * cast<float>(key - rowPos);
@@ -210,13 +233,17 @@ AttentionStages defineAttention(const AttentionSpec &s,
   // bf16's accuracy there (FastMath.cpp); everywhere else f32's.
   const ExpAccuracy pAccuracy =
       tiles.bf16Dot ? ExpAccuracy::Bf16 : ExpAccuracy::F32;
+  // A visible score that is not finite gives a NaN probability. Hidden
+  // keys score kLowest and never do.
+  const Expr prob = select(visible,
+                           expNonPositive(st.scores(i, j, kt, qo, ho, b) -
+                                              st.tileMax(i, kt, qo, ho, b),
+                                          pAccuracy),
+                           0.0f);
   st.probs = Func(name("probs"));
   st.probs(i, j, kt, qo, ho, b) =
-      select(visible,
-             expNonPositive(st.scores(i, j, kt, qo, ho, b) -
-                                st.tileMax(i, kt, qo, ho, b),
-                            pAccuracy),
-             0.0f);
+      reinterpret<float>(select(notFiniteBits(st.scores(i, j, kt, qo, ho, b)),
+                                quietNanBits(), reinterpret<uint32_t>(prob)));
 
   st.pvAcc = Func(name("pv_acc"));
   st.pvAcc(i, c, kt, qo, ho, b) = 0.0f;
@@ -432,13 +459,27 @@ AttentionStages defineAttention(const AttentionSpec &s,
   // The reciprocal once per row (a schedule computes it with the rows in
   // lanes), a product per channel: the per-channel division was the output
   // step's cost.
+  // With it, two masks on the bits: `keep` zeroes a row that saw no key
+  // (its accumulators may hold 0 x NaN from a hidden key's value) and a
+  // row whose sum is NaN, which `nan` then sets to a quiet NaN.
   st.rowScale = Func(name("row_scale"));
   const Expr rowSum = rows(i, cb, qo, ho, b)[lIdx];
+  const Expr u32zero = cast<uint32_t>(Expr(0u));
+  const Expr rowIsNan = notFiniteBits(rowSum);
   st.rowScale(i, cb, qo, ho, b) =
-      select(rowSum > 0.0f, 1.0f / max(rowSum, kTinySum), 0.0f);
+      Tuple(select(rowSum > 0.0f, 1.0f / max(rowSum, kTinySum), 0.0f),
+            select(rowSum > 0.0f && !rowIsNan,
+                   cast<uint32_t>(Expr(0xffffffffu)), u32zero),
+            select(rowIsNan, quietNanBits(), u32zero));
   st.out = Func(name("attention"));
-  const Expr value =
-      mux(c % CB, channels) * st.rowScale(row, c / CB, t / TT, hd / HP, b);
+  const Expr rowAt[] = {row, c / CB, t / TT, hd / HP, b};
+  const auto rowScaleAt = [&](int k) {
+    return st.rowScale(rowAt[0], rowAt[1], rowAt[2], rowAt[3], rowAt[4])[k];
+  };
+  const Expr value = reinterpret<float>(
+      (reinterpret<uint32_t>(mux(c % CB, channels) * rowScaleAt(0)) &
+       rowScaleAt(1)) |
+      rowScaleAt(2));
   if (s.lse) {
     // The row's (m, l) beside the value: the log-sum-exp m + log(l) is
     // taken from them once per row (logSumExp), not per channel.
@@ -460,7 +501,8 @@ Expr logSumExp(const Expr &m, const Expr &l) {
   const Expr bits =
       select(l > 0.0f, reinterpret<uint32_t>(m + log(max(l, kTinySum))),
              cast<uint32_t>(Expr(0xff800000u))); // -inf
-  return reinterpret<float>(bits);
+  // A NaN sum (a non-finite score, see defineAttention) makes the lse NaN.
+  return reinterpret<float>(select(notFiniteBits(l), quietNanBits(), bits));
 }
 
 Projection defineProjection(const std::string &name, Func x, int64_t inFeatures,

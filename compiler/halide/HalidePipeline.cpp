@@ -77,6 +77,15 @@ Expr fromF32(const AttentionSpec &s, const Type &T, Expr f) {
     Expr u = reinterpret(UInt(32), f);
     return cast(UInt(16), (u + 0x7fff + ((u >> 16) & 1)) >> 16);
   }
+  if (T.is_float() && T.bits() == 16) {
+    // Halide 14's emulated f32 -> f16 turns a NaN into an infinity; a NaN
+    // output (docs/design.md §1, non-finite inputs) stays a NaN.
+    const Expr isNan =
+        (reinterpret(UInt(32), f) << 1) > cast(UInt(32), Expr(0xff000000u));
+    const Expr nan =
+        reinterpret(T, cast(UInt(16), Expr(T.is_bfloat() ? 0x7fc0 : 0x7e00)));
+    return select(isNan, nan, cast(T, f));
+  }
   return cast(T, f);
 }
 

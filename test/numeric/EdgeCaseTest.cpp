@@ -5,6 +5,7 @@
 #include "mhagen/manifest.hpp"
 #include "mhagen/reference/Numerics.h"
 #include "mhagen/runtime.h"
+#include "mhagen/spec/CostModel.h"
 #include "mhagen/spec/SpecParser.h"
 
 #include <gtest/gtest.h>
@@ -634,6 +635,156 @@ TEST(StaticSizes, RunsAtItsSizeAndRefusesOthers) {
   a.t_q = 64;
   a.batch = 1;
   EXPECT_EQ(mhagen_call(k, &a), MHAGEN_ERR_SHAPE_MISMATCH);
+}
+
+// Non-finite inputs (docs/design.md §1). An infinity or a NaN in Q or K
+// makes every output row whose scores it reaches NaN, lse included; one in
+// V makes the channel it sits in non-finite in the rows that see its key.
+// Rows it does not reach keep their bits, and a row that sees no key
+// stays 0. Every sdpa kernel of the libraries given runs (dense K/V; an
+// int8 cache cannot hold a non-finite value), on a prefill and a decode
+// shape, against a clean call of the same problem.
+namespace {
+
+struct Poison {
+  const char *tensor; // "q", "k" or "v"
+  float value;
+};
+
+// The rows of `size` under the kernel's mask: does query t see key j in
+// batch b (padding lengths from the problem)?
+bool sees(const AttentionSpec &s, const Problem &p, int64_t b, int64_t t,
+          int64_t j) {
+  const ProblemSize &z = p.size();
+  const int64_t len = p.kvLens().empty() ? z.Tkv : p.kvLens()[b];
+  return maskAllows(s.effectiveMask(), t, j, z.Tq, z.Tkv, len);
+}
+
+bool seesAnyKey(const AttentionSpec &s, const Problem &p, int64_t b,
+                int64_t t) {
+  for (int64_t j = 0; j < p.size().Tkv; ++j)
+    if (sees(s, p, b, t, j))
+      return true;
+  return false;
+}
+
+bool sameBits(float a, float b) { return std::memcmp(&a, &b, 4) == 0; }
+
+void checkNonFinite(const mhagen_kernel *k, ProblemSize size) {
+  const AttentionSpec s = specOf(k);
+  ProblemOptions po;
+  po.kvLenMin = size.Tkv / 2; // padding: most keys visible, some not
+  Problem p(s, size, po);
+  mhagen_call_args a = p.args();
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  const std::vector<float> clean = p.output();
+  const std::vector<float> cleanLse = p.lse();
+  const int64_t H = s.h, G = s.n_kv, dk = s.d_k, dv = s.d_v;
+  const int64_t group = H / G;
+  const char *name = mhagen_kernel_name(k);
+
+  // Where each poisoned value goes: the last batch, the last query, the
+  // last KV head (and the last query head of its group), a key the last
+  // query sees but earlier queries under a causal mask do not.
+  const int64_t b = size.B - 1, t = size.Tq - 1, g = G - 1;
+  int64_t key = -1;
+  for (int64_t j = size.Tkv - 1; j >= 0 && key < 0; --j)
+    if (sees(s, p, b, t, j))
+      key = j;
+  ASSERT_GE(key, 0) << name << ": the last query sees no key";
+  for (Poison poison :
+       {Poison{"q", NAN}, Poison{"q", INFINITY}, Poison{"k", NAN},
+        Poison{"k", -INFINITY}, Poison{"k", INFINITY}, Poison{"v", NAN},
+        Poison{"v", INFINITY}}) {
+    const std::string tensor = poison.tensor;
+    const std::vector<float> original(
+        p.inputValues(tensor),
+        p.inputValues(tensor) +
+            (tensor == "q"
+                 ? size.B * size.Tq * H * dk
+                 : size.B * size.Tkv * G * (tensor == "k" ? dk : dv)));
+    std::vector<float> values = original;
+    const int64_t channel = 1;
+    if (tensor == "q")
+      values[((b * size.Tq + t) * H + (H - 1)) * dk + channel] = poison.value;
+    else
+      values[((b * size.Tkv + key) * G + g) * (tensor == "k" ? dk : dv) +
+             channel] = poison.value;
+    p.setInput(tensor, values);
+    p.clearOutput();
+    a = p.args();
+    ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+    const std::vector<float> got = p.output();
+    const std::vector<float> &lse = p.lse();
+    const std::string what = std::string(name) + ": " + tensor + " = " +
+                             std::to_string(poison.value) + " at batch " +
+                             std::to_string(b);
+
+    for (int64_t r = 0; r < size.Tq; ++r) {
+      for (int64_t hd = 0; hd < H; ++hd) {
+        const bool inGroup = hd / group == g;
+        const bool anyKey = seesAnyKey(s, p, b, r);
+        bool reached = false;
+        if (tensor == "q")
+          reached = r == t && hd == H - 1 && anyKey;
+        else
+          reached = inGroup && sees(s, p, b, r, key);
+        const int64_t row = (b * size.Tq + r) * H + hd;
+        const std::string at =
+            what + ", row " + std::to_string(r) + " head " + std::to_string(hd);
+        for (int64_t c = 0; c < dv; ++c) {
+          const float x = got[row * dv + c], x0 = clean[row * dv + c];
+          if (!anyKey) {
+            ASSERT_EQ(x, 0.0f) << at << ": a row that sees no key";
+          } else if (reached && tensor != "v") {
+            ASSERT_TRUE(std::isnan(x)) << at << " channel " << c << ": " << x;
+          } else if (reached && c == channel) {
+            ASSERT_FALSE(std::isfinite(x)) << at << ": " << x;
+          } else if (tensor == "v" && inGroup && c == channel) {
+            // A hidden key's value reaches rows of its tile as 0 x NaN, as
+            // in every attention that multiplies P by V.
+          } else {
+            ASSERT_TRUE(sameBits(x, x0))
+                << at << " channel " << c << ": " << x << " != " << x0;
+          }
+        }
+        if (!lse.empty()) {
+          const float l = lse[row], l0 = cleanLse[row];
+          if (reached && tensor != "v")
+            ASSERT_TRUE(std::isnan(l)) << at << ": lse " << l;
+          else
+            ASSERT_TRUE(sameBits(l, l0)) << at << ": lse " << l << " != " << l0;
+        }
+      }
+    }
+    p.setInput(tensor, original);
+  }
+}
+
+} // namespace
+
+TEST(NonFinite, ReachesExactlyTheRowsThatSeeIt) {
+  int checked = 0;
+  for (int i = 0; i < mhagen_kernel_count(); ++i) {
+    const mhagen_kernel *k = mhagen_kernel_at(i);
+    if (!testing_support::unusableReason(k).empty())
+      continue;
+    const AttentionSpec s = specOf(k);
+    if (s.op != Op::Sdpa || s.ragged || s.pagedKv() || s.kvQuantized())
+      continue;
+    for (ProblemSize size : {ProblemSize{2, 37, 70}, ProblemSize{2, 1, 300}}) {
+      if ((s.T && *s.T != size.Tq) || (s.T_kv && *s.T_kv != size.Tkv))
+        continue;
+      SCOPED_TRACE(mhagen_kernel_name(k));
+      checkNonFinite(k, size);
+      if (HasFatalFailure())
+        return;
+      ++checked;
+    }
+  }
+  if (checked == 0)
+    GTEST_SKIP() << "no usable dense-cache sdpa kernel in these libraries";
+  std::printf("non-finite inputs: %d kernel x shape pairs checked\n", checked);
 }
 
 TEST(Determinism, SameBitsForAnyThreadCount) {

@@ -9,6 +9,8 @@
 
 // CHECK-LABEL: func.func @causal_gqa
 // CHECK-SAME: (%[[Q:.*]]: tensor<?x?x8x64xf32>, %[[K:.*]]: tensor<?x?x2x64xf32>, %[[V:.*]]: tensor<?x?x2x64xf32>, %[[O:.*]]: tensor<?x?x8x64xf32>)
+// CHECK-DAG: %[[NAN:.*]] = arith.constant 0x7FC00000 : f32
+// CHECK-DAG: %[[INF:.*]] = arith.constant 0x7F800000 : f32
 // CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
 // CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
 // CHECK-DAG: %[[C32:.*]] = arith.constant 32 : index
@@ -52,9 +54,13 @@
 // CHECK: arith.subf
 // CHECK: math.exp
 // CHECK: linalg.generic {{.*}} outs(%[[M]] : tensor<16xf32>)
-// ... P = exp(S - m_new) (masked entries exactly 0), its row sums,
-// CHECK: math.exp
-// CHECK: arith.select
+// ... P = exp(S - m_new) (masked entries exactly 0; a visible score that
+// is not finite gives NaN), its row sums,
+// CHECK: %[[E:.*]] = math.exp
+// CHECK: %[[ABS:.*]] = math.absf %[[SV:.*]] : f32
+// CHECK: %[[FIN:.*]] = arith.cmpf one, %[[ABS]], %[[INF]] : f32
+// CHECK: %[[P:.*]] = arith.select %[[FIN]], %[[E]], %[[NAN]] : f32
+// CHECK: arith.select %{{.*}}, %[[P]], %{{.*}} : f32
 // CHECK: arith.addf
 // ... l = l * corr + rowsum, acc = acc * corr + P V (in place).
 // CHECK: linalg.generic {{.*}} outs(%[[L]] : tensor<16xf32>)
@@ -62,10 +68,13 @@
 // CHECK: arith.mulf
 // CHECK: %[[PV:.*]] = linalg.matmul ins(%{{.*}}, %{{.*}} : tensor<16x32xf32>, tensor<32x64xf32>)
 // CHECK: scf.yield %[[PV]]
-// Epilogue: acc / l; rows without any visible key (l = 0) give 0, not NaN.
-// CHECK: arith.cmpf ogt
+// Epilogue: acc / l; rows without any visible key (l = 0) give 0, not
+// NaN; a row whose l is NaN (it saw a non-finite score) gives NaN.
+// CHECK: %[[POS:.*]] = arith.cmpf ogt, %[[LSUM:.*]], %{{.*}} : f32
 // CHECK: arith.divf
-// CHECK: arith.select
+// CHECK: %[[R:.*]] = arith.select %[[POS]], %{{.*}}, %{{.*}} : f32
+// CHECK: %[[ISNAN:.*]] = arith.cmpf uno, %[[LSUM]], %[[LSUM]] : f32
+// CHECK: arith.select %[[ISNAN]], %[[NAN]], %[[R]] : f32
 // CHECK: tensor.parallel_insert_slice %{{.*}} into %{{.*}}[%[[B]], %[[Q0]], %[[H]], 0]
 func.func @causal_gqa(%q: tensor<?x?x8x64xf32>, %k: tensor<?x?x2x64xf32>,
                       %v: tensor<?x?x2x64xf32>, %init: tensor<?x?x8x64xf32>)

@@ -7,6 +7,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <limits>
+
 using namespace mlir;
 
 namespace mhagen::mha {
@@ -44,6 +46,26 @@ Value generic(OpBuilder &b, Location loc, Value out, ValueRange ins,
       .getResult(0);
 }
 
+// NaN where the row's sum l is NaN (a non-finite visible score), else v.
+// A row with l = 0 saw no key: it keeps its 0 even when a hidden key's
+// non-finite value reached its accumulators as 0 x NaN.
+Value selectNanWhereNan(OpBuilder &g, Location gl, Value l, Value v) {
+  Value isNan = g.create<arith::CmpFOp>(gl, arith::CmpFPredicate::UNO, l, l);
+  return g.create<arith::SelectOp>(
+      gl, isNan, f32Constant(g, gl, std::numeric_limits<float>::quiet_NaN()),
+      v);
+}
+
+// v where x is finite, NaN where x is an infinity or a NaN.
+Value selectNanUnlessFinite(OpBuilder &g, Location gl, Value x, Value v) {
+  Value finite = g.create<arith::CmpFOp>(
+      gl, arith::CmpFPredicate::ONE, g.create<math::AbsFOp>(gl, x),
+      f32Constant(g, gl, std::numeric_limits<float>::infinity()));
+  return g.create<arith::SelectOp>(
+      gl, finite, v,
+      f32Constant(g, gl, std::numeric_limits<float>::quiet_NaN()));
+}
+
 } // namespace
 
 Value filledTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
@@ -61,14 +83,17 @@ Value identityTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
   return b.create<linalg::FillOp>(loc, identity, empty).getResult(0);
 }
 
+// The cap would turn an infinite score finite: a non-finite score stays
+// non-finite (NaN), so computeProbabilities still sees it.
 Value capScores(OpBuilder &b, Location loc, Value s, float cap) {
   return generic(b, loc, s, ValueRange{}, {id2(b)}, 2, 0,
                  [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
                    Value t = g.create<math::TanhOp>(
                        gl, g.create<arith::MulFOp>(
                                gl, args[0], f32Constant(g, gl, 1.0f / cap)));
-                   return g.create<arith::MulFOp>(gl, t,
-                                                  f32Constant(g, gl, cap));
+                   Value capped =
+                       g.create<arith::MulFOp>(gl, t, f32Constant(g, gl, cap));
+                   return selectNanUnlessFinite(g, gl, args[0], capped);
                  });
 }
 
@@ -130,6 +155,10 @@ Value updateRunningMax(OpBuilder &b, Location loc, Value tileMax, Value m) {
                  });
 }
 
+// A visible score that is not finite (Q or K held an infinity or a NaN)
+// gives a NaN probability: the row's sum and accumulators turn NaN, and
+// normalizeRows / computeLogSumExp make the row NaN (docs/design.md §1).
+// Hidden keys score kLowestScore and never do.
 Value computeProbabilities(OpBuilder &b, Location loc, Value mNew, Value s,
                            const VisibleFn &visible) {
   Value zero = f32Constant(b, loc, 0.0f);
@@ -137,8 +166,9 @@ Value computeProbabilities(OpBuilder &b, Location loc, Value mNew, Value s,
                  [&](OpBuilder &g, Location gl, ValueRange args) -> Value {
                    Value e = g.create<math::ExpOp>(
                        gl, g.create<arith::SubFOp>(gl, args[1], args[0]));
-                   return g.create<arith::SelectOp>(gl, visible(g, gl), e,
-                                                    zero);
+                   return g.create<arith::SelectOp>(
+                       gl, visible(g, gl),
+                       selectNanUnlessFinite(g, gl, args[1], e), zero);
                  });
 }
 
@@ -171,14 +201,15 @@ Value computeLogSumExp(OpBuilder &b, Location loc, Value m, Value l) {
                                              args[1], zero);
         Value safe = g.create<arith::MaximumFOp>(gl, args[1],
                                                  f32Constant(g, gl, kTinySum));
-        Value lse = g.create<arith::AddFOp>(gl, args[0],
+        Value sum = g.create<arith::AddFOp>(gl, args[0],
                                             g.create<math::LogOp>(gl, safe));
         Type i32 = g.getI32Type();
         Value negInf = g.create<arith::ConstantOp>(
             gl, g.getI32IntegerAttr(static_cast<int32_t>(0xff800000u)));
         Value bits = g.create<arith::SelectOp>(
-            gl, seen, g.create<arith::BitcastOp>(gl, i32, lse), negInf);
-        return g.create<arith::BitcastOp>(gl, g.getF32Type(), bits);
+            gl, seen, g.create<arith::BitcastOp>(gl, i32, sum), negInf);
+        Value lse = g.create<arith::BitcastOp>(gl, g.getF32Type(), bits);
+        return selectNanWhereNan(g, gl, args[1], lse);
       });
 }
 
@@ -193,6 +224,7 @@ Value normalizeRows(OpBuilder &b, Location loc, Value acc, Value l, Value out) {
                                                  f32Constant(g, gl, kTinySum));
         Value r = g.create<arith::SelectOp>(
             gl, pos, g.create<arith::DivFOp>(gl, args[0], safe), zero);
+        r = selectNanWhereNan(g, gl, args[1], r);
         if (!args[2].getType().isF32())
           r = g.create<arith::TruncFOp>(gl, args[2].getType(), r);
         return r;
