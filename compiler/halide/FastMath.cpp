@@ -17,7 +17,7 @@ using namespace Halide;
 // Bf16's 7.5e-5 sits far under bf16's half ulp (2^-9 = 2.0e-3), so the
 // bf16 P a kernel rounds it to is the exp's own in all but rare ties.
 // Measured on a Zen 4 class, bf16 S3: docs/design.md §1 and
-// bench/RESULTS.md.
+// docs/performance.md, "bf16".
 namespace {
 /// One accuracy grade of expNonPositive: its polynomial and the bound the
 /// test holds it to.
@@ -45,7 +45,8 @@ double expMaxRelativeError(ExpAccuracy accuracy) {
   return expGrade(accuracy).maxRelativeError;
 }
 
-Expr expNonPositive(const Expr &x, ExpAccuracy accuracy) {
+Expr expNonPositive(const Expr &x, ExpAccuracy accuracy,
+                    ExpUnderflow underflow) {
   const float kLog2e = 1.44269504088896341f;
   const Expr y = max(x, -80.0f) * kLog2e; // in [-115.5, 0]
   const Expr k = cast<int>(y - 0.5f);     // nearest integer to y
@@ -56,6 +57,8 @@ Expr expNonPositive(const Expr &x, ExpAccuracy accuracy) {
     p = p * f + coeff[n];
   // p in [0.70, 1.42] and k >= -116: the sum of exponents stays normal.
   const Expr scaled = reinterpret<float>(reinterpret<int>(p) + (k << 23));
+  if (underflow == ExpUnderflow::Tiny)
+    return scaled;
   return select(x < -80.0f, 0.0f, scaled);
 }
 
