@@ -22,19 +22,27 @@ extern "C" int mhagen_merge_attention(int64_t rows, int64_t width,
                 "rows * width must not overflow (got rows " +
                     std::to_string(rows) + ", width " + std::to_string(width) +
                     ")");
-  // Checked first, so a refused call writes nothing.
+  // Checked first, so a refused call writes nothing. No kernel writes
+  // +inf; NaN is a row that saw a non-finite input (docs/design.md §1).
   for (int64_t r = 0; r < rows; ++r)
     for (const float *l : {lse_a, lse_b})
-      if (std::isnan(l[r]) || l[r] == std::numeric_limits<float>::infinity())
+      if (l[r] == std::numeric_limits<float>::infinity())
         return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                     std::string("mhagen_merge_attention: lse_") +
                         (l == lse_a ? "a" : "b") + "[" + std::to_string(r) +
-                        "] is " + std::to_string(l[r]) +
-                        "; a log-sum-exp is finite, or -inf for a row "
-                        "that saw no key");
+                        "] is +inf; a log-sum-exp is finite, -inf for a "
+                        "row that saw no key, or NaN for a row that saw a "
+                        "non-finite input");
   const float negInf = -std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int64_t r = 0; r < rows; ++r) {
     const float la = lse_a[r], lb = lse_b[r];
+    if (std::isnan(la) || std::isnan(lb)) { // a part saw a non-finite input
+      for (int64_t c = 0; c < width; ++c)
+        out[r * width + c] = nan;
+      lse[r] = nan;
+      continue;
+    }
     const float m = std::fmax(la, lb);
     if (m == negInf) { // no key in either part
       for (int64_t c = 0; c < width; ++c)

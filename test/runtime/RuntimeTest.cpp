@@ -1009,13 +1009,33 @@ TEST(MergeAttention, WeightsByLogSumExpAndHandlesEmptyParts) {
   EXPECT_EQ(la, lse);
 }
 
-TEST(MergeAttention, RefusesNaNAndNullWithoutWriting) {
-  std::vector<float> o(2, 1.0f), l = {0.0f, std::nanf("")}, out(2, 7.0f),
-                                 lse(1, 7.0f);
+TEST(MergeAttention, NaNRowsStayNaN) {
+  // A part whose row saw a non-finite input has a NaN lse: the merged row
+  // is NaN whatever the other part holds; the other rows merge as usual.
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  std::vector<float> oa = {1, 2, 3, 4, 5, 6}, ob = {1, 2, 3, 4, 5, 6};
+  std::vector<float> la = {0.0f, nan, -inf}, lb = {0.0f, 1.0f, nan};
+  std::vector<float> out(6, 7.0f), lse(3, 7.0f);
+  ASSERT_EQ(mhagen_merge_attention(3, 2, oa.data(), la.data(), ob.data(),
+                                   lb.data(), out.data(), lse.data()),
+            MHAGEN_OK)
+      << mhagen_last_error();
+  EXPECT_FLOAT_EQ(out[0], 1.0f);
+  EXPECT_FLOAT_EQ(lse[0], std::log(2.0f));
+  for (int r : {1, 2}) {
+    EXPECT_TRUE(std::isnan(lse[r])) << r;
+    EXPECT_TRUE(std::isnan(out[2 * r]) && std::isnan(out[2 * r + 1])) << r;
+  }
+}
+
+TEST(MergeAttention, RefusesInfinityAndNullWithoutWriting) {
+  std::vector<float> o(2, 1.0f),
+      l = {0.0f, std::numeric_limits<float>::infinity()}, out(2, 7.0f),
+      lse(1, 7.0f);
   EXPECT_EQ(mhagen_merge_attention(2, 1, o.data(), l.data(), o.data(), l.data(),
                                    out.data(), lse.data()),
             MHAGEN_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(mhagen_last_error()).find("lse_a[1]"),
+  EXPECT_NE(std::string(mhagen_last_error()).find("lse_a[1] is +inf"),
             std::string::npos);
   EXPECT_EQ(out[0], 7.0f);
   EXPECT_EQ(mhagen_merge_attention(1, 1, nullptr, l.data(), o.data(), l.data(),

@@ -158,8 +158,9 @@ int mhagen_kv_append_paged(const float *src, int64_t n, int64_t first_pos,
  * one lse per row. A row whose two lse are -inf (no key in either) gets
  * lse -inf and zeros. out and lse may alias out_a/lse_a (or _b): each row
  * is read before it is written. A learned sink belongs to one of the two
- * parts only. NaN in an lse, or +inf, is refused
- * (MHAGEN_ERR_INVALID_ARGUMENT) and nothing is written. */
+ * parts only. A row with a NaN lse in either part (it saw a non-finite
+ * input, docs/design.md §1) gets NaN values and a NaN lse. An lse of +inf
+ * is refused (MHAGEN_ERR_INVALID_ARGUMENT) and nothing is written. */
 int mhagen_merge_attention(int64_t rows, int64_t width, const float *out_a,
                            const float *lse_a, const float *out_b,
                            const float *lse_b, float *out, float *lse);
