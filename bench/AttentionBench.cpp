@@ -143,8 +143,8 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
   // The cores' speed right after the case, against the peak taken at the
   // start of the run: a run slowed because the cores themselves ran slower
   // (a busy SMT sibling, a lower clock) shows it here too, one slowed by
-  // its own work split or memory traffic does not (bench/RESULTS.md,
-  // run-to-run spread).
+  // its own work split or memory traffic does not (docs/performance.md,
+  // "How to measure").
   state.counters["fma_now_pct"] =
       100.0 * measureFmaPeak(threads) / gPeak[threads];
   const double iters = static_cast<double>(state.iterations());
@@ -390,7 +390,8 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
 }
 
 // op = layer: the fused mhagen layer, and oneDNN's four projection GEMMs
-// (to be added to the best attention core's time, see bench/RESULTS.md).
+// (to be added to the best attention core's time, see docs/performance.md, "The
+// layer").
 void layerBench(benchmark::State &state, bool projectionsOnly, bool mlir,
                 int threads) {
   const mhagen_kernel *k = nullptr;

@@ -1,7 +1,7 @@
 // The share of this VM's CPU time the hypervisor gave to someone else
 // while a case ran (/proc/stat "steal"): tells a slow run caused by a
 // neighbour taking the vCPUs from one the kernel caused itself
-// (bench/RESULTS.md, run-to-run spread).
+// (docs/performance.md, "How to measure").
 #ifndef MHAGEN_BENCH_HOSTSTEAL_H
 #define MHAGEN_BENCH_HOSTSTEAL_H
 

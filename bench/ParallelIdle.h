@@ -1,5 +1,5 @@
 // How much of a call's parallel loops the threads spend idle: the measure
-// of "both threads get equal work" (bench/RESULTS.md).
+// of "both threads get equal work" (docs/performance.md, "How to measure").
 #ifndef MHAGEN_BENCH_PARALLELIDLE_H
 #define MHAGEN_BENCH_PARALLELIDLE_H
 

@@ -2,7 +2,7 @@
 # The Python peers (torch 2.x SDPA and flex_attention, OpenVINO's SDPA) beside bench/run_benchmarks.sh, for the
 # same run: installs torch from PyPI into a virtual environment (bench only,
 # never CI; ../shared/NOTES.md says why these exact packages) and writes
-# bench/results/<date>-peers.jsonl.
+# bench/results/<class>/<date>-peers.jsonl (bench/results_dir.sh).
 #   bench/run_peers.sh [shape names, e.g. Decode SpecDecode]
 # MHAGEN_PEERS_VENV: the environment (default .venv-peers, git-ignored).
 set -euo pipefail
@@ -22,8 +22,8 @@ fi
 if ! "$VENV/bin/python" -c 'import openvino' 2>/dev/null; then
   "$VENV/bin/pip" install -q openvino
 fi
-mkdir -p bench/results
-out="bench/results/$(date +%Y%m%d-%H%M%S)-peers.jsonl"
+results="$(bash bench/results_dir.sh)"
+out="$results/$(date +%Y%m%d-%H%M%S)-peers.jsonl"
 {
   "$VENV/bin/python" bench/peers/torch_sdpa.py "$@"
   "$VENV/bin/python" bench/peers/openvino_sdpa.py "$@"

@@ -10,17 +10,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR="${MHAGEN_BUILD_DIR:-build}"
+cmake --build "$BUILD_DIR" --target mhagen_bench kernels_bench \
+  kernels_bench_inplace
 RUNS="${MHAGEN_SPREAD_RUNS:-5}"
 FILTER="${1:-^S[123]_f32/(mhagen|mhagen_mlir|onednn_unfused)/}"
-mkdir -p bench/results
+results="$(bash bench/results_dir.sh)"
 stamp="$(date +%Y%m%d-%H%M%S)"
 files=()
 for r in $(seq 1 "$RUNS"); do
-  out="bench/results/${stamp}-spread-${r}.json"
+  out="$results/${stamp}-spread-${r}.json"
   "$BUILD_DIR/bench/mhagen_bench" "$BUILD_DIR/bench/kernels/bench/libbench.so" \
     --benchmark_filter="$FILTER" --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true \
     --benchmark_out="$out" --benchmark_out_format=json >/dev/null
   files+=("$out")
 done
-python3 bench/spread_summary.py "${files[@]}" | tee "bench/results/${stamp}-spread.md"
+python3 bench/spread_summary.py "${files[@]}" | tee "$results/${stamp}-spread.md"

@@ -10,13 +10,13 @@ namespace mhagen::hl {
 using namespace Halide;
 
 // Defaults, first measured on a Sapphire Rapids VM (2 cores, f32, B1 T2048
-// h32 kv8 dk128 causal; see bench/RESULTS.md for the figures): a 64-row
+// h32 kv8 dk128 causal; see docs/performance.md): a 64-row
 // query tile (16 tokens x 4 heads of one GQA group), 32-key tiles, 32x8
 // register blocks for both QK^T and PV (16 zmm accumulators); calls of at
 // least 512 tokens take a longer tile sized from the L2, whose tasks copy
 // K/V once for several query tiles (below). On a Zen 4
 // 60 trials of `mhagen tune` find nothing faster on S1 (1.00x) or S3
-// (1.01x) (bench/RESULTS.md, "The long-call variant").
+// (1.01x) (docs/performance.md, "Prefill").
 
 // One task's scratch in bytes for a query tile of `rows` and key tiles of
 // `keyTile`: the tile's Q, scores and probabilities, the accumulators and
@@ -314,16 +314,16 @@ ScheduleSpace cpuScheduleSpace(const AttentionSpec &s,
   // Decode tile: the GQA group's heads times as many tokens as fill one
   // vector, so a T_q = 1 step computes no padding tokens (the prefill
   // tile's 16 tokens made S4 compute 16x the rows it needs: 4.9 ms
-  // against 2.1 ms at 2 threads on a Sapphire Rapids, bench/RESULTS.md).
-  // With channels in the lanes (decode_layout 1) a call computes only
-  // its own rows, so the tile may hold up to two vectors of rows: T_q up
+  // against 2.1 ms at 2 threads on a Sapphire Rapids, docs/performance.md,
+  // "Decode"). With channels in the lanes (decode_layout 1) a call computes
+  // only its own rows, so the tile may hold up to two vectors of rows: T_q up
   // to 8 (GQA 4, AVX-512) runs split-KV (T_q 8: 4.7 ms against 5.5 ms for
   // the prefill tile, B1 T_kv 4096 h32 kv8 dk128, 2 threads, Sapphire
   // Rapids class, 2026-12-02).
   // A spec whose static T_q fills the lanes with rows anyway (T_q * heads
   // >= vw) keeps the rows-in-lanes micro-kernel: at 16 rows its lane
   // reductions cost more than they save (SpecDecode T_q 4: 2.47 ms with
-  // rows in lanes, 2.96 ms with channels; bench/RESULTS.md).
+  // rows in lanes, 2.96 ms with channels; docs/performance.md, "Decode").
   const bool channelsDefault = channelsOk && !(s.T && *s.T * heads >= vw);
   d["decode_tokens"] = 0;
   const int64_t decodeRows = channelsDefault ? 2 * vw : vw;
@@ -995,7 +995,7 @@ static void schedulePanelGemmCpu(Projection proj, const AttentionVars &v,
 // The Llama-3-8B-like layer (B1 T512 d4096, its four projections 42.9
 // GFLOP), 2 threads, Sapphire Rapids class: 127 ms against 170 ms with
 // the panel GEMM, its projections at ~74 % of the f32 FMA peak, oneDNN's
-// sgemm at 72 % (bench/RESULTS.md, 2026-12-04).
+// sgemm at 72 % (docs/performance.md, "The layer").
 static void schedulePackedGemmCpu(Projection proj, const AttentionVars &v,
                                   int vw, int cols, int rows, int kBlock,
                                   int nBlock) {

@@ -28,7 +28,8 @@ std::vector<std::string> avx512Features() {
   return f;
 }
 
-// Presets model the machines this project runs on (bench/RESULTS.md):
+// Presets model the machines this project runs on
+// (bench/results/<class>/class.txt):
 //   avx2        AMD Zen 3: 16 ymm, L1d 32 KiB, L2 512 KiB, L3 32 MiB
 //   avx512      AMD Zen 4: 32 zmm, L1d 32 KiB, L2 1 MiB, L3 32 MiB
 //   avx512_bf16 AMD Zen 4 as well (AVX512_BF16 + VNNI, no FP16), whose
@@ -95,7 +96,7 @@ std::string bytes(int64_t b) {
 } // namespace
 
 // Measured with bench Peak/dpbf16 against Peak/fma_f32 (zmm, 16 independent
-// accumulators each, threads started together; bench/RESULTS.md):
+// accumulators each, threads started together; docs/performance.md, "bf16"):
 //   AMD Zen 4 (family 25), 2026-12-04: 2x -- its FMA pipes split a zmm FMA
 //     in two 256-bit halves, vdpbf16ps does twice the work per half;
 //   Intel Sapphire Rapids class (family 6), 2026-12-02: 117.5 against 226.3

@@ -5,9 +5,8 @@
 // task and free it at the end: hundreds of malloc/free pairs of 10-100 KiB
 // per call, from every worker thread. glibc serves them from per-thread
 // arenas, but trims and refills those arenas between calls, and a decode
-// step of ~2 ms spent ~8% of its time there (perf, bench/RESULTS.md). The
-// cost also varies with what the arena looks like, which widens the
-// run-to-run spread.
+// step of ~2 ms spent ~8% of its time there (perf). The cost also varies with
+// what the arena looks like, which widens the run-to-run spread.
 //
 // This allocator keeps the last few freed blocks of each thread and hands
 // one back when a later request of that thread fits it; everything else

@@ -19,7 +19,7 @@
 // Loops whose tasks cost the same (no mask, the layer's GEMM panels, the
 // decode variant's key chunks) lose nothing by the reversed order.
 // MHAGEN_TASK_ORDER=ascending keeps Halide's order, so the two can be
-// compared in one run (bench/RESULTS.md).
+// compared in one run (bench/run_spread.sh).
 #include "RuntimeInternal.h"
 
 #include <HalideRuntime.h>

@@ -4,7 +4,7 @@
 # in AbiModel.cpp) plus the kernel math that reads it -- here none, the
 # tensor is read by no kernel. Checks that the patch still applies to this
 # tree and touches nothing else. (Applied and built, it was run end to end:
-# see bench/RESULTS.md, "ABI worked example".)
+# see the git log of bench/RESULTS.md, "ABI worked example".)
 set -euo pipefail
 src="$1"
 patch="$src/test/abi/add-tensor.patch"

@@ -240,7 +240,8 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
       {"rows", {1, 2, 4, 6, 8}, "rows of a matmul register block"},
       {"cols", {1, 2, 3, 4}, "vectors per register block row"},
   };
-  // Defaults measured on this machine (bench/RESULTS.md).
+  // Defaults measured on this machine (docs/performance.md, "MLIR against
+  // Halide").
   space.defaults = {{"query_tile", 64},
                     {"key_tile", 32},
                     {"vector_width", t.f32Lanes},
