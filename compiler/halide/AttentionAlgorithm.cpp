@@ -234,13 +234,11 @@ AttentionStages defineAttention(const AttentionSpec &s,
   const ExpAccuracy pAccuracy =
       tiles.bf16Dot ? ExpAccuracy::Bf16 : ExpAccuracy::F32;
   // A visible score that is not finite gives a NaN probability. Hidden
-  // keys score kLowest and never do. The mask's select zeroes hidden keys,
-  // so the exp leaves visible terms below e^-80 at e^-80 rather than
-  // spend a second select on them (the NaN test's cost, bought back).
+  // keys score kLowest and never do.
   const Expr prob = select(visible,
                            expNonPositive(st.scores(i, j, kt, qo, ho, b) -
                                               st.tileMax(i, kt, qo, ho, b),
-                                          pAccuracy, ExpUnderflow::Tiny),
+                                          pAccuracy),
                            0.0f);
   st.probs = Func(name("probs"));
   st.probs(i, j, kt, qo, ho, b) =

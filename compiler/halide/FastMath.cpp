@@ -45,8 +45,7 @@ double expMaxRelativeError(ExpAccuracy accuracy) {
   return expGrade(accuracy).maxRelativeError;
 }
 
-Expr expNonPositive(const Expr &x, ExpAccuracy accuracy,
-                    ExpUnderflow underflow) {
+Expr expNonPositive(const Expr &x, ExpAccuracy accuracy) {
   const float kLog2e = 1.44269504088896341f;
   const Expr y = max(x, -80.0f) * kLog2e; // in [-115.5, 0]
   const Expr k = cast<int>(y - 0.5f);     // nearest integer to y
@@ -57,8 +56,6 @@ Expr expNonPositive(const Expr &x, ExpAccuracy accuracy,
     p = p * f + coeff[n];
   // p in [0.70, 1.42] and k >= -116: the sum of exponents stays normal.
   const Expr scaled = reinterpret<float>(reinterpret<int>(p) + (k << 23));
-  if (underflow == ExpUnderflow::Tiny)
-    return scaled;
   return select(x < -80.0f, 0.0f, scaled);
 }
 

@@ -18,17 +18,12 @@ enum class ExpAccuracy { F32, Bf16 };
 /// 37th f32 of that range and its edges: 3.9e-6 and 7.9e-5 measured).
 double expMaxRelativeError(ExpAccuracy accuracy);
 
-/// Below -80, where a softmax term is under f32's precision of the row's
-/// largest term (1): exactly 0, or e^-80 (about 2e-35) for a caller whose
-/// own select zeroes the terms that must be 0 and can save this one.
-enum class ExpUnderflow { Zero, Tiny };
-
-/// exp(x) for x <= 0, and 0 (or e^-80, see ExpUnderflow) below -80. Range
-/// reduction to 2^k * 2^f with f in [-0.5, 0.5]; a minimax polynomial for
-/// 2^f of degree 5 (F32) or 3 (Bf16).
+/// exp(x) for x <= 0, and 0 below -80 (a softmax term that small is below
+/// f32's precision of the row's largest term, 1). Range reduction to
+/// 2^k * 2^f with f in [-0.5, 0.5]; a minimax polynomial for 2^f of
+/// degree 5 (F32) or 3 (Bf16).
 Halide::Expr expNonPositive(const Halide::Expr &x,
-                            ExpAccuracy accuracy = ExpAccuracy::F32,
-                            ExpUnderflow underflow = ExpUnderflow::Zero);
+                            ExpAccuracy accuracy = ExpAccuracy::F32);
 
 /// tanh(x) in f32 as a rational function (max error 3.3e-7 absolute).
 Halide::Expr tanhRational(const Halide::Expr &x);

@@ -101,31 +101,6 @@ TEST(FastMath, ExpOfZeroIsOneWithinAnUlp) {
   EXPECT_NEAR(got[1], 1.0f, 1.2e-7f);
 }
 
-TEST(FastMath, ExpWithTinyUnderflowDiffersOnlyBelowItsRange) {
-  // ExpUnderflow::Tiny leaves out the select that makes x < -80 exactly 0:
-  // those give e^-80 (to the polynomial's accuracy), every other input the
-  // same bits as the default.
-  const std::vector<float> xs = nonPositiveInputs();
-  for (ExpAccuracy accuracy : {ExpAccuracy::F32, ExpAccuracy::Bf16}) {
-    const std::vector<float> zero = evaluate(xs, [&](const Expr &e) {
-      return mhagen::hl::expNonPositive(e, accuracy);
-    });
-    const std::vector<float> tiny = evaluate(xs, [&](const Expr &e) {
-      return mhagen::hl::expNonPositive(e, accuracy,
-                                        mhagen::hl::ExpUnderflow::Tiny);
-    });
-    for (size_t n = 0; n < xs.size(); ++n) {
-      if (xs[n] >= -80.0f) {
-        ASSERT_EQ(std::memcmp(&zero[n], &tiny[n], 4), 0) << "x = " << xs[n];
-      } else {
-        ASSERT_NEAR(tiny[n] / std::exp(-80.0), 1.0,
-                    mhagen::hl::expMaxRelativeError(accuracy))
-            << "x = " << xs[n];
-      }
-    }
-  }
-}
-
 TEST(FastMath, TanhWithinItsStatedError) {
   std::vector<float> xs;
   for (float x = -12.0f; x <= 12.0f; x += 1.0f / 4096)
