@@ -28,12 +28,11 @@ int64_t sharedBytes(const AttentionSpec &s, int64_t rows, int64_t kt,
 // 16-key tiles, 8 accumulator channels per thread of the state update, and
 // as many threads along the channels as along the keys, so the per-tile
 // stages (rows x keys, rows x channel lanes) keep every thread of the block
-// busy. Measured on an H200 (2026-12-04, docs/performance.md "GPU"; f32, B1
-// h32 kv8 dk128 causal): 32 lanes over 16-key tiles ran S1 in 5.5 ms and
-// S2 in 51 ms, 16 lanes 3.1-3.2 and 31-33 ms, 8 lanes 3.8 and 37; 8-key
-// tiles, 8 or 32 tokens per tile and 4 or 16 channels per thread moved
-// neither by more than the noise. Larger tiles do not fit the machine
-// model's 48 KiB of shared memory per block (the limit without opt-in).
+// busy: with as many lanes as keys every stage uses all the threads, where
+// 32 lanes over 16-key tiles left half of them idle (an H200 ran S1/S2
+// 1.6-1.7x faster; docs/performance.md, "GPU"). Larger tiles do not fit
+// the machine model's 48 KiB of shared memory per block (the limit without
+// opt-in).
 
 ScheduleSpace gpuScheduleSpace(const AttentionSpec &s,
                                const HalideTargetInfo &target) {
