@@ -1,4 +1,7 @@
 #include "mhagen/spec/AttentionSpec.h"
+#include "mhagen/spec/SpecFields.h"
+
+#include "SpecText.h"
 
 #include <algorithm>
 #include <cctype>
@@ -249,111 +252,26 @@ double AttentionSpec::effectiveScale() const {
   return 1.0 / std::sqrt(static_cast<double>(d_k));
 }
 
-// Shortest text that reads back as the same double.
-static std::string formatDouble(double v) {
-  char buf[64];
-  for (int prec = 1; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v)
-      break;
-  }
-  return buf;
-}
-
-// A new field's number: integers as integers (20, not 2e+01), others in
-// their shortest round-trip form. (scale keeps formatDouble: its text is
-// part of existing semantic keys.)
-static std::string formatValue(double v) {
-  if (v == std::floor(v) && std::fabs(v) < 1e15) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
-  }
-  return formatDouble(v);
-}
-
-// A number as part of a C identifier: 30.5 -> 30p5, 1e+30 -> 1e30.
-static std::string identifierText(const std::string &number) {
-  std::string out;
-  for (char c : number)
-    if (std::isalnum(static_cast<unsigned char>(c)))
-      out += c;
-    else if (c == '.')
-      out += 'p';
-  return out;
-}
-
 std::string AttentionSpec::canonical() const {
   std::ostringstream os;
   os << "spec " << kernelName() << " {\n";
-  os << "  op = " << toString(op) << "\n";
-  os << "  d = " << d << "\n";
-  os << "  h = " << h << "\n";
-  os << "  kv = " << n_kv << "\n";
-  os << "  dk = " << d_k << "\n";
-  os << "  dv = " << d_v << "\n";
-  os << "  mask = " << mask.str() << "\n";
-  os << "  dtype = " << toString(dtype) << "\n";
-  if (kv_dtype)
-    os << "  kv_dtype = " << toString(*kv_dtype) << "\n";
-  if (pagedKv())
-    os << "  kv_cache = paged(" << kv_block << ")\n";
-  if (ragged)
-    os << "  ragged = true\n";
-  os << "  bias = " << (bias ? "true" : "false") << "\n";
-  if (scale)
-    os << "  scale = " << formatDouble(*scale) << "\n";
-  if (scaleAtRuntime)
-    os << "  scale = runtime\n";
-  if (softcap)
-    os << "  softcap = " << formatValue(*softcap) << "\n";
-  if (alibi != AlibiSlopes::None)
-    os << "  alibi = " << toString(alibi) << "\n";
-  if (sinks)
-    os << "  sinks = learned\n";
-  if (lse)
-    os << "  lse = true\n";
-  os << "  target = " << target.str() << "\n";
-  os << "  backend = " << toString(backend) << "\n";
-  if (T)
-    os << "  T = " << *T << "\n";
-  if (T_kv)
-    os << "  Tkv = " << *T_kv << "\n";
-  if (B)
-    os << "  B = " << *B << "\n";
+  for (const SpecField &f : specFields())
+    if (std::optional<std::string> value = f.print(*this))
+      os << "  " << f.name << " = " << *value << "\n";
   os << "}\n";
   return os.str();
 }
 
 std::string AttentionSpec::semanticKey() const {
-  std::ostringstream os;
-  os << "op=" << toString(op) << ";d=" << d << ";h=" << h << ";kv=" << n_kv
-     << ";dk=" << d_k << ";dv=" << d_v << ";mask=" << mask.str()
-     << ";dtype=" << toString(dtype) << ";bias=" << (bias ? 1 : 0) << ";scale="
-     << (scaleAtRuntime ? std::string("runtime")
-                        : formatDouble(effectiveScale()));
-  if (kv_dtype) // absent when K/V are stored as dtype: old keys unchanged
-    os << ";kv_dtype=" << toString(*kv_dtype);
-  if (pagedKv()) // absent for a contiguous cache: old keys unchanged
-    os << ";kv_cache=paged(" << kv_block << ")";
-  if (ragged) // absent for a uniform batch: old keys unchanged
-    os << ";ragged=1";
-  // Score modifiers: absent when unset, so older keys stay as they were.
-  if (softcap)
-    os << ";softcap=" << formatValue(*softcap);
-  if (alibi != AlibiSlopes::None)
-    os << ";alibi=" << toString(alibi);
-  if (sinks)
-    os << ";sinks=learned";
-  if (lse)
-    os << ";lse=1";
-  if (T)
-    os << ";T=" << *T;
-  if (T_kv)
-    os << ";Tkv=" << *T_kv;
-  if (B)
-    os << ";B=" << *B;
-  return os.str();
+  std::string always, optional;
+  for (const SpecField &f : specFields()) {
+    const std::string part = f.key ? f.key(*this) : "";
+    if (part.empty())
+      continue;
+    std::string &to = f.keyAlways ? always : optional;
+    to += (to.empty() ? "" : ";") + part;
+  }
+  return optional.empty() ? always : always + ";" + optional;
 }
 
 std::string AttentionSpec::hash() const {
@@ -369,43 +287,11 @@ std::string AttentionSpec::hash() const {
 }
 
 std::string AttentionSpec::derivedName() const {
-  std::ostringstream os;
-  os << "mha";
-  if (op == Op::Sdpa)
-    os << "_sdpa";
-  os << "_d" << d << "_h" << h << "_kv" << n_kv << "_dk" << d_k;
-  if (d_v != d_k)
-    os << "_dv" << d_v;
-  os << "_" << mask.shortName() << "_" << toString(dtype);
-  if (kv_dtype)
-    os << "_kv" << toString(*kv_dtype);
-  if (pagedKv())
-    os << "_paged" << kv_block;
-  if (ragged)
-    os << "_ragged";
-  if (bias)
-    os << "_bias";
-  if (softcap)
-    os << "_cap" << identifierText(formatValue(*softcap));
-  if (alibi == AlibiSlopes::Standard)
-    os << "_alibi";
-  else if (alibi == AlibiSlopes::Runtime)
-    os << "_alibirt";
-  if (sinks)
-    os << "_sinks";
-  if (lse)
-    os << "_lse";
-  if (scale)
-    os << "_s" << hash().substr(0, 6); // a non-default scale changes the math
-  if (scaleAtRuntime)
-    os << "_srt";
-  if (T)
-    os << "_T" << *T;
-  if (T_kv)
-    os << "_Tkv" << *T_kv;
-  if (B)
-    os << "_B" << *B;
-  return os.str();
+  std::string body = "mha", tail;
+  for (const SpecField &f : specFields())
+    if (f.namePart)
+      (f.namePlace == NamePlace::Tail ? tail : body) += f.namePart(*this);
+  return body + tail;
 }
 
 std::string AttentionSpec::kernelName() const {
@@ -413,14 +299,12 @@ std::string AttentionSpec::kernelName() const {
 }
 
 bool AttentionSpec::operator==(const AttentionSpec &o) const {
-  return name == o.name && op == o.op && d == o.d && h == o.h && d_k == o.d_k &&
-         d_v == o.d_v && n_kv == o.n_kv && mask == o.mask && dtype == o.dtype &&
-         kv_dtype == o.kv_dtype && kv_block == o.kv_block &&
-         ragged == o.ragged && bias == o.bias && scale == o.scale &&
-         scaleAtRuntime == o.scaleAtRuntime && softcap == o.softcap &&
-         alibi == o.alibi && sinks == o.sinks && lse == o.lse &&
-         target == o.target && backend == o.backend && T == o.T &&
-         T_kv == o.T_kv && B == o.B;
+  if (name != o.name)
+    return false;
+  for (const SpecField &f : specFields())
+    if (!f.same(*this, o))
+      return false;
+  return true;
 }
 
 } // namespace mhagen

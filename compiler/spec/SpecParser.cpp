@@ -1,4 +1,7 @@
 #include "mhagen/spec/SpecParser.h"
+#include "mhagen/spec/SpecFields.h"
+
+#include "SpecText.h"
 
 #include <cctype>
 #include <cerrno>
@@ -12,11 +15,6 @@
 #include <sstream>
 
 namespace mhagen {
-
-// The largest token count a spec may name: static sizes, window(W) and
-// sink(N). Kernels index tokens in 32 bits with room for sums of these,
-// and the runtime refuses manifests past it (runtime/src/Manifest.cpp).
-constexpr int64_t kMaxTokens = int64_t(1) << 24;
 
 std::string SourceLoc::str() const {
   if (line <= 0)
@@ -62,27 +60,18 @@ SpecError::SpecError(std::vector<SpecDiagnostic> diags)
     : std::runtime_error(joinMessages(diags)), diags_(std::move(diags)) {}
 
 const std::vector<std::string> &specFieldNames() {
-  static const std::vector<std::string> names = {
-      "op",      "d",       "h",        "kv",       "dk",     "dv",
-      "mask",    "dtype",   "kv_dtype", "kv_cache", "ragged", "bias",
-      "scale",   "softcap", "alibi",    "sinks",    "lse",    "target",
-      "backend", "T",       "Tkv",      "B"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const SpecField &f : specFields())
+      out.push_back(f.name);
+    return out;
+  }();
   return names;
 }
 
 std::string canonicalFieldName(const std::string &s) {
-  static const std::map<std::string, std::string> aliases = {{"n_kv", "kv"},
-                                                             {"d_k", "dk"},
-                                                             {"d_v", "dv"},
-                                                             {"T_kv", "Tkv"},
-                                                             {"T_q", "T"}};
-  auto it = aliases.find(s);
-  if (it != aliases.end())
-    return it->second;
-  for (const auto &n : specFieldNames())
-    if (n == s)
-      return n;
-  return "";
+  const SpecField *f = findSpecField(s);
+  return f ? f->name : "";
 }
 
 static std::string knownFieldList() {
@@ -310,52 +299,6 @@ std::vector<RawSpec> parseSpecText(const std::string &text,
 // ---------------------------------------------------------------------------
 // Field conversions.
 
-static bool parseInt(const std::string &s, int64_t &out) {
-  if (s.empty())
-    return false;
-  size_t i = (s[0] == '+') ? 1 : 0;
-  if (i == s.size())
-    return false;
-  int64_t v = 0;
-  for (; i < s.size(); ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(s[i])))
-      return false;
-    if (v > (INT64_MAX - 9) / 10)
-      return false;
-    v = v * 10 + (s[i] - '0');
-  }
-  out = v;
-  return true;
-}
-
-static bool parseNumber(const std::string &s, double &out) {
-  if (s.empty())
-    return false;
-  errno = 0;
-  char *end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (errno != 0 || end != s.c_str() + s.size())
-    return false;
-  out = v;
-  return true;
-}
-
-// Whether `s` is written as a number, in range or not (1e400 is).
-static bool numberSyntax(const std::string &s) {
-  char *end = nullptr;
-  std::strtod(s.c_str(), &end);
-  return !s.empty() && end == s.c_str() + s.size();
-}
-
-// Kernels hold scale and softcap as f32: a value must be a positive normal
-// f32, or the kernel would compute with infinity or zero.
-static const char *kF32PositiveRule =
-    "must be a finite number > 0 that f32 holds (1.2e-38 to 3.4e38)";
-static bool f32Positive(double v) {
-  return v >= std::numeric_limits<float>::min() &&
-         v <= std::numeric_limits<float>::max();
-}
-
 bool parseTarget(const std::string &s, Target &out) {
   Target t;
   if (s == "host")
@@ -558,9 +501,9 @@ private:
     if (negative || n <= 0)
       return errorAt(numStart, word + " size must be > 0 (got " + num + ")");
     if (n > kMaxTokens)
-      return errorAt(numStart, word + " size must be <= " +
-                                   std::to_string(kMaxTokens) + " (got " + num +
-                                   ")");
+      return errorAt(numStart,
+                     word + " size must be <= " + std::to_string(kMaxTokens) +
+                         " (got " + num + ")");
     return true;
   }
 
@@ -610,219 +553,24 @@ AttentionSpec buildSpec(const RawSpec &raw) {
   std::vector<SpecDiagnostic> diags;
   AttentionSpec s;
   s.name = raw.name;
-
-  auto field = [&](const std::string &name) -> const RawField * {
-    auto it = raw.fields.find(name);
-    return it == raw.fields.end() ? nullptr : &it->second;
-  };
-  auto bad = [&](const std::string &name, const RawField &f,
-                 const std::string &rule) {
-    diags.push_back(SpecDiagnostic{f.loc, name, f.value, rule});
-  };
-  auto missing = [&](const std::string &name, const std::string &rule) {
-    diags.push_back(SpecDiagnostic{raw.loc, name, "", rule});
-  };
-  // true/false fields; any other value is refused with `rule`.
-  auto booleanField = [&](const std::string &name, bool &out,
-                          const std::string &rule) {
-    if (const RawField *f = field(name)) {
-      if (f->value == "true" || f->value == "false")
-        out = f->value == "true";
-      else
-        bad(name, *f, rule);
-    }
-  };
-  // Integer fields: > 0 required; the rest of the rules come later.
-  auto intField = [&](const std::string &name, int64_t &out) -> bool {
-    const RawField *f = field(name);
-    if (!f)
-      return false;
-    int64_t v = 0;
-    if (!parseInt(f->value, v)) {
-      std::string rule = "must be a positive integer";
-      if (!f->value.empty() && f->value[0] == '-')
-        rule = "must be > 0";
-      bad(name, *f, rule);
-      return false;
-    }
-    out = v;
-    return true;
-  };
-
-  if (const RawField *f = field("op")) {
-    if (f->value == "sdpa")
-      s.op = Op::Sdpa;
-    else if (f->value == "layer")
-      s.op = Op::Layer;
-    else
-      bad("op", *f, "unknown op; expected sdpa or layer");
-  }
-
-  bool haveD = intField("d", s.d);
-  bool haveH = intField("h", s.h);
-  if (!field("d"))
-    missing("d", "the model width d is required");
-  if (!field("h"))
-    missing("h", "the number of query heads h is required");
-
-  if (!intField("kv", s.n_kv) && !field("kv") && haveH)
-    s.n_kv = s.h; // kv defaults to h (plain multi-head attention)
-  if (!intField("dk", s.d_k) && !field("dk") && haveD && haveH && s.h > 0) {
-    if (s.d % s.h == 0) {
-      s.d_k = s.d / s.h;
-    } else {
-      diags.push_back(SpecDiagnostic{
-          raw.loc, "dk", "",
-          "d (" + std::to_string(s.d) + ") is not divisible by h (" +
-              std::to_string(s.h) + "): give the head width dk explicitly"});
+  // In field order, so a default may follow from the fields before it
+  // (kv = h, dk = d / h, dv = dk).
+  for (const SpecField &f : specFields()) {
+    auto it = raw.fields.find(f.name);
+    if (it != raw.fields.end()) {
+      const RawField &given = it->second;
+      if (std::string rule = f.parse(given, s, diags); !rule.empty())
+        diags.push_back(SpecDiagnostic{given.loc, f.name, given.value, rule});
+    } else if (f.absent) {
+      if (std::string rule = f.absent(s); !rule.empty())
+        diags.push_back(SpecDiagnostic{raw.loc, f.name, "", rule});
     }
   }
-  if (!intField("dv", s.d_v) && !field("dv"))
-    s.d_v = s.d_k; // dv defaults to dk
-
-  if (const RawField *f = field("mask"))
-    parseMask(f->value, f->loc, s.mask, diags);
-
-  if (const RawField *f = field("dtype")) {
-    const std::string &v = f->value;
-    if (v == "f32" || v == "float32")
-      s.dtype = DType::F32;
-    else if (v == "bf16" || v == "bfloat16")
-      s.dtype = DType::BF16;
-    else if (v == "f16" || v == "float16")
-      s.dtype = DType::F16;
-    else
-      bad("dtype", *f, "unknown dtype; expected f32, bf16 or f16");
-  }
-  if (const RawField *f = field("kv_dtype")) {
-    const std::string &v = f->value;
-    if (v == "f32" || v == "float32")
-      s.kv_dtype = KvType::F32;
-    else if (v == "bf16" || v == "bfloat16")
-      s.kv_dtype = KvType::BF16;
-    else if (v == "f16" || v == "float16")
-      s.kv_dtype = KvType::F16;
-    else if (v == "i8" || v == "int8")
-      s.kv_dtype = KvType::I8;
-    else
-      bad("kv_dtype", *f, "unknown K/V dtype; expected f32, bf16, f16 or i8");
-    // K/V stored as the dtype is the default: one spelling per spec.
-    if (s.kv_dtype && *s.kv_dtype == kvTypeOf(s.dtype))
-      s.kv_dtype.reset();
-  }
-  if (const RawField *f = field("kv_cache")) {
-    // contiguous, or paged(BLOCK): tokens per block.
-    const std::string &v = f->value;
-    const std::string head = "paged(";
-    int64_t block = 0;
-    if (v == "contiguous")
-      s.kv_block = 0;
-    else if (v.size() > head.size() + 1 &&
-             v.compare(0, head.size(), head) == 0 && v.back() == ')' &&
-             parseInt(v.substr(head.size(), v.size() - head.size() - 1),
-                      block) &&
-             block > 0)
-      s.kv_block = block;
-    else
-      bad("kv_cache", *f,
-          "expected contiguous or paged(BLOCK) with BLOCK tokens per block, "
-          "an integer > 0");
-  }
-  booleanField("ragged", s.ragged,
-               "expected true (queries packed with q_offsets, each sequence "
-               "its own key length in kv_lens) or false");
-  booleanField("bias", s.bias, "expected true or false");
-  if (const RawField *f = field("scale")) {
-    double v = 0;
-    s.scaleAtRuntime = false;
-    if (f->value == "default") {
-      s.scale.reset();
-    } else if (f->value == "runtime") {
-      s.scale.reset();
-      s.scaleAtRuntime = true;
-    } else if (!parseNumber(f->value, v) && !numberSyntax(f->value)) {
-      bad("scale", *f,
-          "must be a number, 'default' (1/sqrt(dk)) or 'runtime' (a call "
-          "argument)");
-    } else if (!numberSyntax(f->value) || !parseNumber(f->value, v) ||
-               !f32Positive(v)) {
-      bad("scale", *f, kF32PositiveRule);
-    } else {
-      s.scale = v;
-    }
-  }
-  if (const RawField *f = field("softcap")) {
-    double v = 0;
-    if (f->value == "none") {
-      s.softcap.reset();
-    } else if (!parseNumber(f->value, v) && !numberSyntax(f->value)) {
-      bad("softcap", *f,
-          "must be a number C > 0 (scores become C tanh(s / C)) or none");
-    } else if (!parseNumber(f->value, v) || !f32Positive(v)) {
-      bad("softcap", *f, kF32PositiveRule);
-    } else {
-      s.softcap = v;
-    }
-  }
-  if (const RawField *f = field("alibi")) {
-    const std::string &v = f->value;
-    if (v == "false" || v == "none")
-      s.alibi = AlibiSlopes::None;
-    else if (v == "true" || v == "standard")
-      s.alibi = AlibiSlopes::Standard;
-    else if (v == "runtime")
-      s.alibi = AlibiSlopes::Runtime;
-    else
-      bad("alibi", *f,
-          "expected true (the standard slopes for h heads), runtime "
-          "(alibi_slopes [h] passed at call time) or false");
-  }
-  if (const RawField *f = field("sinks")) {
-    if (f->value == "learned")
-      s.sinks = true;
-    else if (f->value == "none" || f->value == "false")
-      s.sinks = false;
-    else
-      bad("sinks", *f,
-          "expected learned (one f32 logit per head, passed at call time) "
-          "or none");
-  }
-  booleanField("lse", s.lse,
-               "expected true (also write each row's log-sum-exp, lse [B, T, "
-               "h]) or false");
-  if (const RawField *f = field("target")) {
-    if (!parseTarget(f->value, s.target))
-      bad("target", *f,
-          "unknown target; expected host, avx2, avx512, avx512_bf16, cuda, "
-          "cuda_smXX (e.g. cuda_sm86) or opencl");
-  }
-  if (const RawField *f = field("backend")) {
-    if (f->value == "halide")
-      s.backend = Backend::Halide;
-    else if (f->value == "mlir")
-      s.backend = Backend::Mlir;
-    else
-      bad("backend", *f, "unknown backend; expected halide or mlir");
-  }
-  for (const char *name : {"T", "Tkv", "B"}) {
-    int64_t v = 0;
-    if (intField(name, v)) {
-      if (std::string(name) == "T")
-        s.T = v;
-      else if (std::string(name) == "Tkv")
-        s.T_kv = v;
-      else
-        s.B = v;
-    }
-  }
-
   // Semantic rules, reported at the location of the field they concern.
   if (diags.empty()) {
     for (SpecDiagnostic d : validateSpec(s)) {
-      if (const RawField *f = field(d.field))
-        d.loc = f->loc;
-      else
-        d.loc = raw.loc;
+      auto it = raw.fields.find(d.field);
+      d.loc = it != raw.fields.end() ? it->second.loc : raw.loc;
       diags.push_back(d);
     }
   }
@@ -835,128 +583,30 @@ AttentionSpec buildSpec(const RawSpec &raw) {
 
 std::vector<SpecDiagnostic> validateSpec(const AttentionSpec &s) {
   std::vector<SpecDiagnostic> out;
-  auto rule = [&](const std::string &field, const std::string &value,
-                  const std::string &text) {
-    out.push_back(SpecDiagnostic{SourceLoc{}, field, value, text});
+  auto check = [&](const SpecField &f, const std::string &rule) {
+    if (!rule.empty())
+      out.push_back(
+          SpecDiagnostic{SourceLoc{}, f.name, f.print(s).value_or(""), rule});
   };
-  auto str = [](int64_t v) { return std::to_string(v); };
-  // Sizes are bounded so every index of every supported tensor fits int32
-  // per dimension and the product of head count and width stays sane.
-  const int64_t kMaxDim = 1 << 20;
-  const int64_t kMaxKvBlock = 1 << 16;
-  struct SizeField {
-    const char *name;
-    int64_t value;
-  };
-  for (SizeField f :
-       {SizeField{"d", s.d}, SizeField{"h", s.h}, SizeField{"kv", s.n_kv},
-        SizeField{"dk", s.d_k}, SizeField{"dv", s.d_v}}) {
-    if (f.value <= 0)
-      rule(f.name, str(f.value), "must be > 0");
-    else if (f.value > kMaxDim)
-      rule(f.name, str(f.value), "must be <= " + str(kMaxDim));
-  }
+  for (const SpecField &f : specFields())
+    if (f.bounds)
+      check(f, f.bounds(s));
   if (!out.empty())
-    return out;
-  if (s.n_kv > s.h)
-    rule("kv", str(s.n_kv),
-         "kv (" + str(s.n_kv) + ") must not exceed h (" + str(s.h) + ")");
-  else if (s.h % s.n_kv != 0)
-    rule("kv", str(s.n_kv),
-         "h (" + str(s.h) + ") must be divisible by kv (" + str(s.n_kv) + ")");
-  if (s.h * s.d_k > kMaxDim)
-    rule("dk", str(s.d_k),
-         "h * dk (" + str(s.h * s.d_k) + ") must be <= " + str(kMaxDim));
-  if (s.h * s.d_v > kMaxDim)
-    rule("dv", str(s.d_v),
-         "h * dv (" + str(s.h * s.d_v) + ") must be <= " + str(kMaxDim));
-  for (const MaskClause &c : s.mask.anyOf)
-    if (c.window < 0 || c.sink < 0)
-      rule("mask", s.mask.str(), "window and sink sizes must be > 0");
-  if (s.bias && s.op != Op::Layer)
-    rule("bias", "true",
-         "biases belong to the projections: bias = true needs op = layer");
-  if (s.kv_dtype && s.op != Op::Sdpa)
-    rule("kv_dtype", toString(*s.kv_dtype),
-         "a K/V storage type is for a cache read by the attention core: "
-         "kv_dtype needs op = sdpa (op = layer computes K and V itself)");
-  else if (s.kv_dtype && s.target.isGpu())
-    rule("kv_dtype", toString(*s.kv_dtype),
-         "a K/V storage type other than dtype is built for CPU targets "
-         "only; " +
-             s.target.str() + " is a GPU target");
-  if (s.pagedKv()) {
-    const std::string v = "paged(" + str(s.kv_block) + ")";
-    if (s.kv_block > kMaxKvBlock)
-      rule("kv_cache", v,
-           "BLOCK must be <= " + str(kMaxKvBlock) + " tokens per block");
-    else if (s.op != Op::Sdpa)
-      rule("kv_cache", v,
-           "a paged cache is read by the attention core: kv_cache = paged "
-           "needs op = sdpa (op = layer computes K and V itself)");
-    else if (s.target.isGpu())
-      rule("kv_cache", v,
-           "a paged K/V cache is built for CPU targets only; " +
-               s.target.str() + " is a GPU target");
-    else if (s.T_kv)
-      rule("kv_cache", v,
-           "a paged cache takes its lengths at call time (kv_lens): drop "
-           "the static Tkv");
-  }
-  if (s.ragged) {
-    if (s.op != Op::Sdpa)
-      rule("ragged", "true",
-           "a ragged batch packs the attention core's queries: ragged = "
-           "true needs op = sdpa");
-    else if (s.target.isGpu())
-      rule("ragged", "true",
-           "a ragged batch is split into sequences on the host for CPU "
-           "targets only; " +
-               s.target.str() + " is a GPU target");
-    else if (s.T)
-      rule("ragged", "true",
-           "each sequence has its own query count (q_offsets): drop the "
-           "static T");
-    else if (s.T_kv && !s.pagedKv())
-      rule("ragged", "true",
-           "each sequence has its own key length (kv_lens): drop the "
-           "static Tkv");
-  }
-  if (s.scale && (!(*s.scale > 0) || !std::isfinite(*s.scale)))
-    rule("scale", std::to_string(*s.scale), "must be a finite number > 0");
-  if (s.lse && s.target.isGpu())
-    rule("lse", "true",
-         "the log-sum-exp output is built for CPU targets only; " +
-             s.target.str() + " is a GPU target");
-  if (s.softcap && (!(*s.softcap > 0) || !std::isfinite(*s.softcap)))
-    rule("softcap", std::to_string(*s.softcap), "must be a finite number > 0");
-  if (s.target.kind == TargetKind::Cuda &&
-      (s.target.cudaCapability < 30 || s.target.cudaCapability > 120))
-    rule("target", s.target.str(),
-         "CUDA capability must be between sm_30 and sm_120");
-  struct OptField {
-    const char *name;
-    std::optional<int64_t> value;
-  };
-  for (OptField f :
-       {OptField{"T", s.T}, OptField{"Tkv", s.T_kv}, OptField{"B", s.B}}) {
-    if (f.value && *f.value <= 0)
-      rule(f.name, str(*f.value), "must be > 0");
-    else if (f.value && *f.value > kMaxTokens)
-      rule(f.name, str(*f.value), "must be <= " + str(kMaxTokens));
-  }
-  if (s.op == Op::Layer && s.T && s.T_kv && *s.T != *s.T_kv)
-    rule("Tkv", str(*s.T_kv),
-         "op = layer attends over its own input: Tkv must equal T (" +
-             str(*s.T) + ")");
+    return out; // the other rules divide by and multiply these sizes
+  for (const SpecField &f : specFields())
+    if (f.rule)
+      check(f, f.rule(s));
   return out;
 }
 
-std::vector<AttentionSpec> parseSpecs(const std::string &text,
-                                      const std::string &fileName) {
+std::vector<AttentionSpec>
+parseSpecs(const std::string &text, const std::string &fileName,
+           const std::map<std::string, RawField> &overrides) {
   std::vector<AttentionSpec> specs;
   std::vector<SpecDiagnostic> diags;
-  for (const RawSpec &raw : parseSpecText(text, fileName)) {
+  for (RawSpec raw : parseSpecText(text, fileName)) {
+    for (const auto &[field, value] : overrides)
+      raw.fields[field] = value;
     try {
       specs.push_back(buildSpec(raw));
     } catch (const SpecError &e) {
@@ -968,14 +618,33 @@ std::vector<AttentionSpec> parseSpecs(const std::string &text,
   return specs;
 }
 
-std::vector<AttentionSpec> parseSpecFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw SpecError({SpecDiagnostic{SourceLoc{path, 0, 0}, "", "",
-                                    "cannot read spec file"}});
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parseSpecs(ss.str(), path);
+std::vector<AttentionSpec>
+parseSpecFiles(const std::vector<std::string> &paths,
+               const std::map<std::string, RawField> &overrides) {
+  std::vector<AttentionSpec> specs;
+  std::vector<SpecDiagnostic> diags;
+  for (const std::string &path : paths) {
+    try {
+      std::ifstream in(path, std::ios::binary);
+      if (!in)
+        throw SpecError({SpecDiagnostic{SourceLoc{path, 0, 0}, "", "",
+                                        "cannot read spec file"}});
+      std::ostringstream text;
+      text << in.rdbuf();
+      std::vector<AttentionSpec> some = parseSpecs(text.str(), path, overrides);
+      if (some.empty())
+        throw SpecError({SpecDiagnostic{
+            SourceLoc{path, 0, 0}, "", "",
+            "the file holds no spec (write `spec NAME { d = ...; h = ... }`; "
+            "see docs/spec-language.md)"}});
+      specs.insert(specs.end(), some.begin(), some.end());
+    } catch (const SpecError &e) {
+      diags.insert(diags.end(), e.diagnostics().begin(), e.diagnostics().end());
+    }
+  }
+  if (!diags.empty())
+    throw SpecError(diags);
+  return specs;
 }
 
 std::string printSpecs(const std::vector<AttentionSpec> &specs) {

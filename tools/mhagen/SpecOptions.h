@@ -32,18 +32,14 @@ public:
 private:
   struct Flag {
     std::string field; ///< canonical spec field
-    std::string value;
+    std::string value; ///< a value flag's text
+    bool isSwitch = false;
+    bool on = false; ///< a switch's state
     CLI::Option *opt = nullptr;
   };
+  /// One per spec field with a flag (mhagen/spec/SpecFields.h); the
+  /// options point into it, so it is filled once and never resized.
   std::vector<Flag> flags_;
-  bool bias_ = false;
-  CLI::Option *biasOpt_ = nullptr;
-  std::string alibi_;
-  bool lse_ = false;
-  CLI::Option *lseOpt_ = nullptr;
-  bool ragged_ = false;
-  CLI::Option *raggedOpt_ = nullptr;
-  CLI::Option *alibiOpt_ = nullptr;
   std::vector<std::string> files_;
 };
 

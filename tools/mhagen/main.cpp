@@ -3,6 +3,7 @@
 //   mhagen explain | run | list-targets | inspect | tune ...
 #include "Commands.h"
 
+#include "mhagen/spec/SpecFields.h"
 #include "mhagen/spec/SpecParser.h"
 #include "mhagen/support/Process.h"
 
@@ -50,10 +51,16 @@ int main(int argc, char **argv) {
                  "flags such as --d 4096 --h 32) or a subcommand\n";
     return kExitUsage;
   }
-  // `mhagen help [SUBCOMMAND]`.
+  // `mhagen help [SUBCOMMAND | fields]`.
   if (args[0] == "help") {
     if (args.size() == 1) {
-      std::cout << app.help();
+      std::cout << app.help()
+                << "\n`mhagen help fields` lists the spec language's fields "
+                   "(docs/spec-language.md)\n";
+      return kExitOk;
+    }
+    if (args[1] == "fields") {
+      std::cout << mhagen::specFieldsMarkdown();
       return kExitOk;
     }
     for (const CLI::App *sub : app.get_subcommands({}))

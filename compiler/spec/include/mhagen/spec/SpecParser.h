@@ -68,11 +68,17 @@ std::vector<RawSpec> parseSpecText(const std::string &text,
 /// and validates the result. Throws SpecError listing every problem.
 AttentionSpec buildSpec(const RawSpec &raw);
 
-/// parseSpecText + buildSpec for each spec; throws SpecError.
-std::vector<AttentionSpec> parseSpecs(const std::string &text,
-                                      const std::string &fileName);
-/// Reads and parses a *.mha file; throws SpecError (also for I/O errors).
-std::vector<AttentionSpec> parseSpecFile(const std::string &path);
+/// parseSpecText + buildSpec for each spec, with `overrides` replacing
+/// those fields in every spec; throws SpecError listing every problem.
+std::vector<AttentionSpec>
+parseSpecs(const std::string &text, const std::string &fileName,
+           const std::map<std::string, RawField> &overrides = {});
+/// Every spec of every *.mha file, as parseSpecs; a file that cannot be
+/// read or holds no spec is an error. Throws SpecError listing every
+/// problem of every file.
+std::vector<AttentionSpec>
+parseSpecFiles(const std::vector<std::string> &paths,
+               const std::map<std::string, RawField> &overrides = {});
 
 /// Semantic rules on a converted spec (h % kv == 0, sizes > 0, ...). Each
 /// diagnostic names the field, its value and the rule; locations are
