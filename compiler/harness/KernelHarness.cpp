@@ -92,14 +92,10 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   // outputs; for huge logits Q's weights grow so that q.k*scale reaches the
   // target.
   const float ain = std::sqrt(3.0f / static_cast<float>(s.d));
-  const float aout = std::sqrt(3.0f / static_cast<float>(s.h * s.d_v));
   float wqAmp = ain;
   if (o.logitMagnitude > 0)
     wqAmp *= static_cast<float>(o.logitMagnitude / s.effectiveScale() /
                                 std::sqrt(static_cast<double>(s.d_k)));
-  const std::map<std::string, float> amplitude = {
-      {"q", qAmp},   {"w_q", wqAmp}, {"w_k", ain},  {"w_v", ain}, {"w_o", aout},
-      {"b_q", 0.1f}, {"b_k", 0.1f},  {"b_v", 0.1f}, {"b_o", 0.1f}};
   // A paged cache is generated as the contiguous one (the reference reads
   // that) and then copied into shuffled blocks (buildPagedCache).
   // A ragged batch is generated in the [B, Tq] layout too (the reference
@@ -107,39 +103,58 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
   abi::AbiShape shape = backend::abiShapeOf(s);
   shape.kvBlock = 0;
   shape.ragged = false;
+  // The amplitude of a values input, from its role in the math.
+  auto amplitude = [&](const abi::TensorModel &t) {
+    switch (t.role) {
+    case abi::Role::Queries:
+      return qAmp;
+    case abi::Role::QueryWeight:
+      return wqAmp;
+    case abi::Role::Weight: { // fan-in: the rows of W [in, out]
+      int64_t fanIn = 1;
+      for (abi::Size f : t.dims[0].factors)
+        fanIn *= abi::staticSize(f, shape);
+      return std::sqrt(3.0f / static_cast<float>(fanIn));
+    }
+    case abi::Role::Bias:
+      return 0.1f;
+    default:
+      return 1.0f;
+    }
+  };
   uint32_t next = 1; // seeds in the model's order
   for (const abi::TensorModel *t : abi::tensors(shape)) {
     const size_t n = elementCount(*t, shape, size_);
-    if (t->output) { // out, and lse when the spec asks for it
-      (std::string(t->name) == "lse" ? lse_ : outF32_).assign(n, 0.0f);
+    switch (t->role) {
+    case abi::Role::Result: // out, and the f32 lse when the spec asks
+      (t->elem == abi::Elem::F32 ? lse_ : outF32_).assign(n, 0.0f);
+      continue;
+    case abi::Role::RowScale: // made with its int8 tensor (its quantisation)
+    case abi::Role::Index:    // drawn below, with the lengths
+      continue;
+    case abi::Role::Scale: {
+      // The compiled-in default times a factor in [0.5, 2] (or
+      // Options::scale), so each call checks another scale.
+      const double base = s.effectiveScale();
+      inputs_[t->name] = make(n, static_cast<float>(0.5 * base),
+                              static_cast<float>(2.0 * base), seed + next++,
+                              abi::Scalar::F32, n, nullptr, false);
+      if (o.scale > 0)
+        inputs_[t->name].f32.assign(n, static_cast<float>(o.scale));
       continue;
     }
-    // Per-head f32 modifiers: sink logits around the scores' own range
-    // (so a sink takes a visible share of each row), positive slopes.
-    // A runtime scale: the compiled-in default times a factor in
-    // [0.5, 2] (or Options::scale), so each call checks another scale.
-    if (t->elem == abi::Elem::F32 && !t->isSequence()) {
-      const std::string name = t->name;
-      const bool sinks = name == "sinks";
-      if (name == "scale") {
-        const double base = s.effectiveScale();
-        inputs_[t->name] = make(n, static_cast<float>(0.5 * base),
-                                static_cast<float>(2.0 * base), seed + next++,
-                                abi::Scalar::F32, n, nullptr, false);
-        if (o.scale > 0)
-          inputs_[t->name].f32.assign(n, static_cast<float>(o.scale));
-        continue;
-      }
+    case abi::Role::SinkLogit: // around the scores' own range
+    case abi::Role::Slope: {   // positive
+      const bool sink = t->role == abi::Role::SinkLogit;
       inputs_[t->name] =
-          make(n, sinks ? -2.0f : 0.01f, sinks ? 3.0f : 0.5f, seed + next++,
+          make(n, sink ? -2.0f : 0.01f, sink ? 3.0f : 0.5f, seed + next++,
                abi::Scalar::F32, n, nullptr, false);
       continue;
     }
-    // Scales come with their int8 tensor (its quantisation).
-    if (t->elem != abi::Elem::Data && t->elem != abi::Elem::KvData)
-      continue;
-    auto it = amplitude.find(t->name);
-    const float a = it == amplitude.end() ? 1.0f : it->second;
+    default:
+      break;
+    }
+    const float a = amplitude(*t);
     const size_t row = static_cast<size_t>(abi::denseInnerElements(
         *t, shape, t->dims.size() - 1)); // one int8 scale per row
     Tensor scales;
@@ -250,7 +265,9 @@ void Problem::buildPagedCache(uint32_t seed) {
     Tensor dst;
     dst.f32.assign(n, std::numeric_limits<float>::quiet_NaN());
     if (!src.bits.empty())
-      dst.bits.assign(n, spec_.kvType() == KvType::BF16 ? 0x7fc0 : 0x7e00);
+      dst.bits.assign(n, abi::quietNaNBits(spec_.kvType() == KvType::BF16
+                                               ? abi::Scalar::BF16
+                                               : abi::Scalar::F16));
     if (!src.i8.empty())
       dst.i8.assign(n, 127);
     for (int64_t b = 0; b < B; ++b)
@@ -319,15 +336,15 @@ mhagen_call_args Problem::args() {
   a.num_blocks = paged_.empty() ? 0 : numBlocks_;
   for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(spec_))) {
     const std::string name = t->name;
-    if (t->output && name == "lse")
+    if (t->output && t->elem == abi::Elem::F32)
       t->bind(a, lse_.data());
     else if (t->output)
       t->bind(a, outBits_.empty() ? static_cast<void *>(outF32_.data())
                                   : static_cast<void *>(outBits_.data()));
     else if (t->elem == abi::Elem::Int32)
-      t->bind(a, name == "block_table" ? table_.data()
-                 : name == "q_offsets" ? offsets_.data()
-                                       : lens_.data());
+      t->bind(a, t->content == abi::Content::BlockIndices   ? table_.data()
+                 : t->content == abi::Content::QueryOffsets ? offsets_.data()
+                                                            : lens_.data());
     else if (t->isPacked())
       t->bind(a, const_cast<void *>(qPacked_.data()));
     else if (paged_.count(name))

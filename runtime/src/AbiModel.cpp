@@ -6,254 +6,308 @@ namespace mhagen::abi {
 
 namespace {
 
-// The accessors of one mhagen_call_args member.
+using Getter = const void *(*)(const mhagen_call_args &);
+using Binder = void (*)(mhagen_call_args &, void *);
+using Stride = int64_t (*)(const mhagen_call_args &);
+using S = Size;
+
+/// A row of the table, built by naming its fields:
+///   TensorRow(MHAGEN_ABI_PTR(sinks), "learned sink logit per head")
+///       .when(Presence::Sinks).elem(Elem::F32).dims({{{S::H}}}) ...
+class TensorRow {
+public:
+  TensorRow(const char *name, Getter pointer, Binder bind, const char *doc) {
+    m_.name = name;
+    m_.pointer = pointer;
+    m_.bind = bind;
+    m_.doc = doc;
+  }
+  TensorRow &when(Presence p) { return set(m_.presence, p); }
+  TensorRow &output() {
+    m_.output = true;
+    return set(m_.role, Role::Result);
+  }
+  TensorRow &elem(Elem e) { return set(m_.elem, e); }
+  TensorRow &content(Content c) { return set(m_.content, c); }
+  TensorRow &role(Role r) { return set(m_.role, r); }
+  TensorRow &dims(std::vector<Dim> d) { return set(m_.dims, std::move(d)); }
+  /// [B, tokens, row...]: an activation of a batch of sequences.
+  TensorRow &sequence(Size tokens, std::vector<Dim> row) {
+    m_.dims = {{{S::Batch}}, {{tokens}}};
+    m_.dims.insert(m_.dims.end(), row.begin(), row.end());
+    return *this;
+  }
+  /// [PackedQ, row...]: a ragged batch's packed rows (sequence b's start
+  /// at q_offsets[b]): a token stride, no batch stride.
+  TensorRow &packed(std::vector<Dim> row) {
+    m_.dims = {{{S::PackedQ}}};
+    m_.dims.insert(m_.dims.end(), row.begin(), row.end());
+    return *this;
+  }
+  TensorRow &tokenStride(const char *field, Stride f) {
+    m_.tokenStrideField = field;
+    return set(m_.tokenStride, f);
+  }
+  TensorRow &batchStride(const char *field, Stride f) {
+    m_.batchStrideField = field;
+    return set(m_.batchStride, f);
+  }
+  /// The call's error when a pointer is given to a kernel without it.
+  TensorRow &ifGivenButAbsent(const char *why) {
+    return set(m_.givenButAbsent, why);
+  }
+  /// Appended to "<name> is NULL" when a kernel needs it.
+  TensorRow &ifMissing(const char *hint) { return set(m_.missingHint, hint); }
+  operator TensorModel() const { return m_; }
+
+private:
+  template <class T, class V> TensorRow &set(T &field, V value) {
+    field = std::move(value);
+    return *this;
+  }
+  TensorModel m_;
+};
+
+// The name and accessors of one mhagen_call_args member.
 #define MHAGEN_ABI_PTR(field)                                                  \
 #field, [](const mhagen_call_args &a) -> const void * { return a.field; },   \
       [](mhagen_call_args &a, void *p) {                                       \
         a.field = static_cast<decltype(a.field)>(p);                           \
       }
-
-using Getter = const void *(*)(const mhagen_call_args &);
-using Binder = void (*)(mhagen_call_args &, void *);
+// A stride member: its name and its accessor.
 #define MHAGEN_ABI_STRIDE(field)                                               \
-  [](const mhagen_call_args &a) -> int64_t { return a.field; }
+#field, [](const mhagen_call_args &a) -> int64_t { return a.field; }
 
-using S = Size;
-
-// A [B, T, heads, width] activation with call-time strides.
-TensorModel sequence(const char *name, Getter ptr, Binder bind, const char *doc,
-                     Presence when, bool output, Size tokens,
-                     std::vector<Dim> row, const char *tsField,
-                     int64_t (*ts)(const mhagen_call_args &),
-                     const char *bsField,
-                     int64_t (*bs)(const mhagen_call_args &)) {
-  std::vector<Dim> dims = {{{S::Batch}}, {{tokens}}};
-  dims.insert(dims.end(), row.begin(), row.end());
-  return {name, doc,     when,    output,  Elem::Data, Content::Values,
-          dims, tsField, bsField, nullptr, "",         ptr,
-          bind, ts,      bs};
-}
-
-// A ragged batch's packed rows [Nq, heads, width] (sequence b's rows
-// start at q_offsets[b]): a token stride, no batch stride.
-TensorModel packed(const char *name, Getter ptr, Binder bind, const char *doc,
-                   Presence when, bool output, std::vector<Dim> row,
-                   const char *tsField,
-                   int64_t (*ts)(const mhagen_call_args &)) {
-  std::vector<Dim> dims = {{{S::PackedQ}}};
-  dims.insert(dims.end(), row.begin(), row.end());
-  return {name, doc,     when,    output,  Elem::Data, Content::Values,
-          dims, tsField, nullptr, nullptr, "",         ptr,
-          bind, ts,      nullptr};
-}
-
-// A dense tensor fixed by the spec (weights, biases).
-TensorModel fixed(const char *name, Getter ptr, Binder bind, const char *doc,
-                  Presence when, std::vector<Dim> dims) {
-  return {name,
-          doc,
-          when,
-          false,
-          Elem::Data,
-          Content::Values,
-          dims,
-          nullptr,
-          nullptr,
-          when == Presence::LayerBias
-              ? "bias pointers given but this kernel's spec has bias = false"
-              : nullptr,
-          "",
-          ptr,
-          bind,
-          nullptr,
-          nullptr};
-}
-
-// One int32 per batch.
-TensorModel perBatch(const char *name, Getter ptr, Binder bind, const char *doc,
-                     Presence when, Content content, const char *givenButAbsent,
-                     const char *missingHint) {
-  return {
-      name,           doc,     when,    false,          Elem::Int32, content,
-      {{{S::Batch}}}, nullptr, nullptr, givenButAbsent, missingHint, ptr,
-      bind,           nullptr, nullptr};
-}
+const char *const kBiasAbsent =
+    "bias pointers given but this kernel's spec has bias = false";
+const char *const kLseAbsent =
+    "lse given but this kernel's spec has no lse (lse = true)";
 
 std::vector<TensorModel> buildTable() {
-  std::vector<TensorModel> t;
-  // op = sdpa: the attention core on projected heads.
-  t.push_back(sequence(MHAGEN_ABI_PTR(q), "queries", Presence::UniformQ, false,
-                       S::TokensQ, {{{S::H}}, {{S::Dk}}}, "q_token_stride",
-                       MHAGEN_ABI_STRIDE(q_token_stride), "q_batch_stride",
-                       MHAGEN_ABI_STRIDE(q_batch_stride)));
-  // ragged = true: every sequence's queries, packed one after another.
-  t.push_back(packed(MHAGEN_ABI_PTR(q), "packed queries", Presence::Ragged,
-                     false, {{{S::H}}, {{S::Dk}}}, "q_token_stride",
-                     MHAGEN_ABI_STRIDE(q_token_stride)));
-  // K and V are stored as the spec's kv_dtype (a KV cache).
-  t.push_back(sequence(MHAGEN_ABI_PTR(k), "keys", Presence::Sdpa, false,
-                       S::TokensKv, {{{S::KvHeads}}, {{S::Dk}}},
-                       "k_token_stride", MHAGEN_ABI_STRIDE(k_token_stride),
-                       "k_batch_stride", MHAGEN_ABI_STRIDE(k_batch_stride)));
-  t.back().elem = Elem::KvData;
-  t.back().presence = Presence::ContiguousKv;
-  t.push_back(sequence(MHAGEN_ABI_PTR(v), "values", Presence::Sdpa, false,
-                       S::TokensKv, {{{S::KvHeads}}, {{S::Dv}}},
-                       "v_token_stride", MHAGEN_ABI_STRIDE(v_token_stride),
-                       "v_batch_stride", MHAGEN_ABI_STRIDE(v_batch_stride)));
-  t.back().elem = Elem::KvData;
-  t.back().presence = Presence::ContiguousKv;
-  // kv_dtype = i8: K[b, t, g, :] = k_scale[b, t, g] * int8 row.
-  for (bool isK : {true, false}) {
-    TensorModel scales =
-        isK ? sequence(MHAGEN_ABI_PTR(k_scale), "int8 key row scales",
-                       Presence::KvScales, false, S::TokensKv, {{{S::KvHeads}}},
-                       "k_scale_token_stride",
-                       MHAGEN_ABI_STRIDE(k_scale_token_stride),
-                       "k_scale_batch_stride",
-                       MHAGEN_ABI_STRIDE(k_scale_batch_stride))
-            : sequence(MHAGEN_ABI_PTR(v_scale), "int8 value row scales",
-                       Presence::KvScales, false, S::TokensKv, {{{S::KvHeads}}},
-                       "v_scale_token_stride",
-                       MHAGEN_ABI_STRIDE(v_scale_token_stride),
-                       "v_scale_batch_stride",
-                       MHAGEN_ABI_STRIDE(v_scale_batch_stride));
-    scales.elem = Elem::F32;
-    scales.givenButAbsent =
-        isK ? "k_scale given but this kernel's kv_dtype is not i8"
-            : "v_scale given but this kernel's kv_dtype is not i8";
-    scales.missingHint = " but kv_dtype = i8: pass one f32 scale per "
-                         "(batch, token, kv head) of the int8 cache";
-    t.push_back(scales);
-  }
-  // kv_cache = paged(BLOCK): the cache as blocks of BLOCK tokens, dense,
-  // that the block table names (docs/design.md §5, "Paged K/V"); the
-  // int8 scales in the same blocks.
-  for (bool isK : {true, false}) {
-    TensorModel blocks =
-        isK ? fixed(MHAGEN_ABI_PTR(k), "keys in blocks", Presence::PagedKv,
-                    {{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}, {{S::Dk}}})
-            : fixed(MHAGEN_ABI_PTR(v), "values in blocks", Presence::PagedKv,
-                    {{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}, {{S::Dv}}});
-    blocks.elem = Elem::KvData;
-    t.push_back(blocks);
-  }
-  for (bool isK : {true, false}) {
-    TensorModel scales =
-        isK ? fixed(MHAGEN_ABI_PTR(k_scale), "int8 key scales",
-                    Presence::PagedKvScales,
-                    {{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}})
-            : fixed(MHAGEN_ABI_PTR(v_scale), "int8 value scales",
-                    Presence::PagedKvScales,
-                    {{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}});
-    scales.elem = Elem::F32;
-    scales.givenButAbsent =
-        isK ? "k_scale given but this kernel's kv_dtype is not i8"
-            : "v_scale given but this kernel's kv_dtype is not i8";
-    scales.missingHint = " but kv_dtype = i8: pass one f32 scale per "
-                         "(block, slot, kv head) of the int8 cache";
-    t.push_back(scales);
-  }
-  // op = layer: the projections around the core. W [in, out] row-major.
-  t.push_back(sequence(MHAGEN_ABI_PTR(x), "input tokens", Presence::Layer,
-                       false, S::TokensQ, {{{S::D}}}, nullptr, nullptr, nullptr,
-                       nullptr));
-  t.push_back(fixed(MHAGEN_ABI_PTR(w_q), "query projection", Presence::Layer,
-                    {{{S::D}}, {{S::H, S::Dk}}}));
-  t.push_back(fixed(MHAGEN_ABI_PTR(w_k), "key projection", Presence::Layer,
-                    {{{S::D}}, {{S::KvHeads, S::Dk}}}));
-  t.push_back(fixed(MHAGEN_ABI_PTR(w_v), "value projection", Presence::Layer,
-                    {{{S::D}}, {{S::KvHeads, S::Dv}}}));
-  t.push_back(fixed(MHAGEN_ABI_PTR(w_o), "output projection", Presence::Layer,
-                    {{{S::H, S::Dv}}, {{S::D}}}));
-  t.push_back(fixed(MHAGEN_ABI_PTR(b_q), "query bias", Presence::LayerBias,
-                    {{{S::H, S::Dk}}}));
-  t.push_back(fixed(MHAGEN_ABI_PTR(b_k), "key bias", Presence::LayerBias,
-                    {{{S::KvHeads, S::Dk}}}));
-  t.push_back(fixed(MHAGEN_ABI_PTR(b_v), "value bias", Presence::LayerBias,
-                    {{{S::KvHeads, S::Dv}}}));
-  t.push_back(fixed(MHAGEN_ABI_PTR(b_o), "output bias", Presence::LayerBias,
-                    {{{S::D}}}));
-  // Mask `padding`: batch b sees keys [0, kv_lens[b]); a paged cache:
-  // sequence b's length.
-  t.push_back(perBatch(MHAGEN_ABI_PTR(kv_lens), "keys per batch",
-                       Presence::Padding, Content::KeyLengthPerBatch,
-                       "kv_lens given but this kernel's mask has no padding, "
-                       "its cache is not paged and its batch not ragged",
-                       " but the mask has padding, the cache is paged or "
-                       "the batch is ragged: "
-                       "pass one key length per batch"));
-  // A paged cache's block table: token t of sequence b is slot t % BLOCK
-  // of block block_table[b, t / BLOCK].
-  t.push_back(perBatch(MHAGEN_ABI_PTR(block_table), "block indices",
-                       Presence::PagedKv, Content::BlockIndices,
-                       "block_table given but this kernel's K/V cache is "
-                       "contiguous (only kv_cache = paged(BLOCK) takes one)",
-                       " but kv_cache = paged: pass ceil(t_kv / BLOCK) block "
-                       "indices per sequence"));
-  t.back().dims = {{{S::Batch}}, {{S::TableBlocks}}};
-  // A ragged batch: sequence b's queries are packed rows [q_offsets[b],
-  // q_offsets[b + 1]), its last tokens (kv_lens[b] gives its length).
-  t.push_back(perBatch(MHAGEN_ABI_PTR(q_offsets), "cumulative query offsets",
-                       Presence::Ragged, Content::QueryOffsets,
-                       "q_offsets given but this kernel's batch is not "
-                       "ragged (only ragged = true packs its queries)",
-                       " but ragged = true: pass B + 1 cumulative query "
-                       "offsets (q_offsets[0] = 0)"));
-  t.back().dims = {{{S::Offsets}}};
-  // Score modifiers given at call time: one f32 per query head.
-  t.push_back(fixed(MHAGEN_ABI_PTR(sinks), "learned sink logit per head",
-                    Presence::Sinks, {{{S::H}}}));
-  t.back().elem = Elem::F32;
-  t.back().givenButAbsent =
-      "sinks given but this kernel's spec has no sinks (sinks = learned)";
-  t.back().missingHint = " but sinks = learned: pass one f32 logit per "
-                         "query head";
-  t.back().content = Content::Finite; // a NaN logit would poison every row
-  t.push_back(fixed(MHAGEN_ABI_PTR(alibi_slopes), "ALiBi slope per head",
-                    Presence::AlibiSlopes, {{{S::H}}}));
-  t.back().elem = Elem::F32;
-  t.back().givenButAbsent = "alibi_slopes given but this kernel's spec has "
-                            "no alibi = runtime";
-  t.back().missingHint = " but alibi = runtime: pass one f32 slope per "
-                         "query head";
-  t.back().content = Content::Finite; // the backends differ on NaN bias
-  t.push_back(fixed(MHAGEN_ABI_PTR(scale), "score scale, finite and > 0",
-                    Presence::Scale, {{{S::One}}}));
-  t.back().elem = Elem::F32;
-  t.back().content = Content::PositiveFinite;
-  t.back().givenButAbsent = "scale given but this kernel's scale is compiled "
-                            "in (its spec has no scale = runtime)";
-  t.back().missingHint = " but scale = runtime: pass a pointer to the "
-                         "call's score scale (one float)";
-  // The output of each op.
-  t.push_back(sequence(MHAGEN_ABI_PTR(out), "attention output",
-                       Presence::UniformQ, true, S::TokensQ,
-                       {{{S::H}}, {{S::Dv}}}, "out_token_stride",
-                       MHAGEN_ABI_STRIDE(out_token_stride), "out_batch_stride",
-                       MHAGEN_ABI_STRIDE(out_batch_stride)));
-  t.push_back(packed(MHAGEN_ABI_PTR(out), "packed output", Presence::Ragged,
-                     true, {{{S::H}}, {{S::Dv}}}, "out_token_stride",
-                     MHAGEN_ABI_STRIDE(out_token_stride)));
-  t.push_back(sequence(MHAGEN_ABI_PTR(out), "layer output", Presence::Layer,
-                       true, S::TokensQ, {{{S::D}}}, "out_token_stride",
-                       MHAGEN_ABI_STRIDE(out_token_stride), "out_batch_stride",
-                       MHAGEN_ABI_STRIDE(out_batch_stride)));
-  // lse = true: each row's log-sum-exp, a second output (always f32).
-  t.push_back(sequence(MHAGEN_ABI_PTR(lse), "log-sum-exp of each row",
-                       Presence::Lse, true, S::TokensQ, {{{S::H}}}, nullptr,
-                       nullptr, nullptr, nullptr));
-  t.back().elem = Elem::F32;
-  t.back().givenButAbsent = "lse given but this kernel's spec has no lse "
-                            "(lse = true)";
-  t.back().missingHint = " but lse = true: pass [B, t_q, h] floats";
-  t.push_back(packed(MHAGEN_ABI_PTR(lse), "packed log-sum-exp per row",
-                     Presence::RaggedLse, true, {{{S::H}}}, nullptr, nullptr));
-  t.back().elem = Elem::F32;
-  t.back().givenButAbsent = "lse given but this kernel's spec has no lse "
-                            "(lse = true)";
-  t.back().missingHint = " but lse = true: pass [q_offsets[B], h] floats";
-  return t;
+  return {
+      // op = sdpa: the attention core on projected heads.
+      TensorRow(MHAGEN_ABI_PTR(q), "queries")
+          .when(Presence::UniformQ)
+          .role(Role::Queries)
+          .sequence(S::TokensQ, {{{S::H}}, {{S::Dk}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(q_token_stride))
+          .batchStride(MHAGEN_ABI_STRIDE(q_batch_stride)),
+      // ragged = true: every sequence's queries, packed one after another.
+      TensorRow(MHAGEN_ABI_PTR(q), "packed queries")
+          .when(Presence::Ragged)
+          .role(Role::Queries)
+          .packed({{{S::H}}, {{S::Dk}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(q_token_stride)),
+      // K and V are stored as the spec's kv_dtype (a KV cache).
+      TensorRow(MHAGEN_ABI_PTR(k), "keys")
+          .when(Presence::ContiguousKv)
+          .elem(Elem::KvData)
+          .sequence(S::TokensKv, {{{S::KvHeads}}, {{S::Dk}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(k_token_stride))
+          .batchStride(MHAGEN_ABI_STRIDE(k_batch_stride)),
+      TensorRow(MHAGEN_ABI_PTR(v), "values")
+          .when(Presence::ContiguousKv)
+          .elem(Elem::KvData)
+          .sequence(S::TokensKv, {{{S::KvHeads}}, {{S::Dv}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(v_token_stride))
+          .batchStride(MHAGEN_ABI_STRIDE(v_batch_stride)),
+      // kv_dtype = i8: K[b, t, g, :] = k_scale[b, t, g] * int8 row.
+      TensorRow(MHAGEN_ABI_PTR(k_scale), "int8 key row scales")
+          .when(Presence::KvScales)
+          .elem(Elem::F32)
+          .role(Role::RowScale)
+          .sequence(S::TokensKv, {{{S::KvHeads}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(k_scale_token_stride))
+          .batchStride(MHAGEN_ABI_STRIDE(k_scale_batch_stride))
+          .ifGivenButAbsent("k_scale given but this kernel's kv_dtype is not "
+                            "i8")
+          .ifMissing(" but kv_dtype = i8: pass one f32 scale per (batch, "
+                     "token, kv head) of the int8 cache"),
+      TensorRow(MHAGEN_ABI_PTR(v_scale), "int8 value row scales")
+          .when(Presence::KvScales)
+          .elem(Elem::F32)
+          .role(Role::RowScale)
+          .sequence(S::TokensKv, {{{S::KvHeads}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(v_scale_token_stride))
+          .batchStride(MHAGEN_ABI_STRIDE(v_scale_batch_stride))
+          .ifGivenButAbsent("v_scale given but this kernel's kv_dtype is not "
+                            "i8")
+          .ifMissing(" but kv_dtype = i8: pass one f32 scale per (batch, "
+                     "token, kv head) of the int8 cache"),
+      // kv_cache = paged(BLOCK): the cache as blocks of BLOCK tokens,
+      // dense, that the block table names (docs/design.md §5, "Paged
+      // K/V"); the int8 scales in the same blocks.
+      TensorRow(MHAGEN_ABI_PTR(k), "keys in blocks")
+          .when(Presence::PagedKv)
+          .elem(Elem::KvData)
+          .dims({{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}, {{S::Dk}}}),
+      TensorRow(MHAGEN_ABI_PTR(v), "values in blocks")
+          .when(Presence::PagedKv)
+          .elem(Elem::KvData)
+          .dims({{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}, {{S::Dv}}}),
+      TensorRow(MHAGEN_ABI_PTR(k_scale), "int8 key scales")
+          .when(Presence::PagedKvScales)
+          .elem(Elem::F32)
+          .role(Role::RowScale)
+          .dims({{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}})
+          .ifGivenButAbsent("k_scale given but this kernel's kv_dtype is not "
+                            "i8")
+          .ifMissing(" but kv_dtype = i8: pass one f32 scale per (block, "
+                     "slot, kv head) of the int8 cache"),
+      TensorRow(MHAGEN_ABI_PTR(v_scale), "int8 value scales")
+          .when(Presence::PagedKvScales)
+          .elem(Elem::F32)
+          .role(Role::RowScale)
+          .dims({{{S::Blocks}}, {{S::Block}}, {{S::KvHeads}}})
+          .ifGivenButAbsent("v_scale given but this kernel's kv_dtype is not "
+                            "i8")
+          .ifMissing(" but kv_dtype = i8: pass one f32 scale per (block, "
+                     "slot, kv head) of the int8 cache"),
+      // op = layer: the projections around the core. W [in, out]
+      // row-major.
+      TensorRow(MHAGEN_ABI_PTR(x), "input tokens")
+          .when(Presence::Layer)
+          .sequence(S::TokensQ, {{{S::D}}}),
+      TensorRow(MHAGEN_ABI_PTR(w_q), "query projection")
+          .when(Presence::Layer)
+          .role(Role::QueryWeight)
+          .dims({{{S::D}}, {{S::H, S::Dk}}}),
+      TensorRow(MHAGEN_ABI_PTR(w_k), "key projection")
+          .when(Presence::Layer)
+          .role(Role::Weight)
+          .dims({{{S::D}}, {{S::KvHeads, S::Dk}}}),
+      TensorRow(MHAGEN_ABI_PTR(w_v), "value projection")
+          .when(Presence::Layer)
+          .role(Role::Weight)
+          .dims({{{S::D}}, {{S::KvHeads, S::Dv}}}),
+      TensorRow(MHAGEN_ABI_PTR(w_o), "output projection")
+          .when(Presence::Layer)
+          .role(Role::Weight)
+          .dims({{{S::H, S::Dv}}, {{S::D}}}),
+      TensorRow(MHAGEN_ABI_PTR(b_q), "query bias")
+          .when(Presence::LayerBias)
+          .role(Role::Bias)
+          .dims({{{S::H, S::Dk}}})
+          .ifGivenButAbsent(kBiasAbsent),
+      TensorRow(MHAGEN_ABI_PTR(b_k), "key bias")
+          .when(Presence::LayerBias)
+          .role(Role::Bias)
+          .dims({{{S::KvHeads, S::Dk}}})
+          .ifGivenButAbsent(kBiasAbsent),
+      TensorRow(MHAGEN_ABI_PTR(b_v), "value bias")
+          .when(Presence::LayerBias)
+          .role(Role::Bias)
+          .dims({{{S::KvHeads, S::Dv}}})
+          .ifGivenButAbsent(kBiasAbsent),
+      TensorRow(MHAGEN_ABI_PTR(b_o), "output bias")
+          .when(Presence::LayerBias)
+          .role(Role::Bias)
+          .dims({{{S::D}}})
+          .ifGivenButAbsent(kBiasAbsent),
+      // Mask `padding`: batch b sees keys [0, kv_lens[b]); a paged cache
+      // or a ragged batch: sequence b's length.
+      TensorRow(MHAGEN_ABI_PTR(kv_lens), "keys per batch")
+          .when(Presence::Padding)
+          .elem(Elem::Int32)
+          .content(Content::KeyLengthPerBatch)
+          .role(Role::Index)
+          .dims({{{S::Batch}}})
+          .ifGivenButAbsent("kv_lens given but this kernel's mask has no "
+                            "padding, its cache is not paged and its batch "
+                            "not ragged")
+          .ifMissing(" but the mask has padding, the cache is paged or the "
+                     "batch is ragged: pass one key length per batch"),
+      // A paged cache's block table: token t of sequence b is slot
+      // t % BLOCK of block block_table[b, t / BLOCK].
+      TensorRow(MHAGEN_ABI_PTR(block_table), "block indices")
+          .when(Presence::PagedKv)
+          .elem(Elem::Int32)
+          .content(Content::BlockIndices)
+          .role(Role::Index)
+          .dims({{{S::Batch}}, {{S::TableBlocks}}})
+          .ifGivenButAbsent("block_table given but this kernel's K/V cache "
+                            "is contiguous (only kv_cache = paged(BLOCK) "
+                            "takes one)")
+          .ifMissing(" but kv_cache = paged: pass ceil(t_kv / BLOCK) block "
+                     "indices per sequence"),
+      // A ragged batch: sequence b's queries are packed rows
+      // [q_offsets[b], q_offsets[b + 1]), its last tokens (kv_lens[b]
+      // gives its length).
+      TensorRow(MHAGEN_ABI_PTR(q_offsets), "cumulative query offsets")
+          .when(Presence::Ragged)
+          .elem(Elem::Int32)
+          .content(Content::QueryOffsets)
+          .role(Role::Index)
+          .dims({{{S::Offsets}}})
+          .ifGivenButAbsent("q_offsets given but this kernel's batch is not "
+                            "ragged (only ragged = true packs its queries)")
+          .ifMissing(" but ragged = true: pass B + 1 cumulative query "
+                     "offsets (q_offsets[0] = 0)"),
+      // Score modifiers given at call time: one f32 per query head.
+      TensorRow(MHAGEN_ABI_PTR(sinks), "learned sink logit per head")
+          .when(Presence::Sinks)
+          .elem(Elem::F32)
+          .content(Content::Finite) // a NaN logit would poison every row
+          .role(Role::SinkLogit)
+          .dims({{{S::H}}})
+          .ifGivenButAbsent("sinks given but this kernel's spec has no sinks "
+                            "(sinks = learned)")
+          .ifMissing(" but sinks = learned: pass one f32 logit per query "
+                     "head"),
+      TensorRow(MHAGEN_ABI_PTR(alibi_slopes), "ALiBi slope per head")
+          .when(Presence::AlibiSlopes)
+          .elem(Elem::F32)
+          .content(Content::Finite) // the backends differ on NaN bias
+          .role(Role::Slope)
+          .dims({{{S::H}}})
+          .ifGivenButAbsent("alibi_slopes given but this kernel's spec has "
+                            "no alibi = runtime")
+          .ifMissing(" but alibi = runtime: pass one f32 slope per query "
+                     "head"),
+      TensorRow(MHAGEN_ABI_PTR(scale), "score scale, finite and > 0")
+          .when(Presence::Scale)
+          .elem(Elem::F32)
+          .content(Content::PositiveFinite)
+          .role(Role::Scale)
+          .dims({{{S::One}}})
+          .ifGivenButAbsent("scale given but this kernel's scale is compiled "
+                            "in (its spec has no scale = runtime)")
+          .ifMissing(" but scale = runtime: pass a pointer to the call's "
+                     "score scale (one float)"),
+      // The output of each op.
+      TensorRow(MHAGEN_ABI_PTR(out), "attention output")
+          .when(Presence::UniformQ)
+          .output()
+          .sequence(S::TokensQ, {{{S::H}}, {{S::Dv}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(out_token_stride))
+          .batchStride(MHAGEN_ABI_STRIDE(out_batch_stride)),
+      TensorRow(MHAGEN_ABI_PTR(out), "packed output")
+          .when(Presence::Ragged)
+          .output()
+          .packed({{{S::H}}, {{S::Dv}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(out_token_stride)),
+      TensorRow(MHAGEN_ABI_PTR(out), "layer output")
+          .when(Presence::Layer)
+          .output()
+          .sequence(S::TokensQ, {{{S::D}}})
+          .tokenStride(MHAGEN_ABI_STRIDE(out_token_stride))
+          .batchStride(MHAGEN_ABI_STRIDE(out_batch_stride)),
+      // lse = true: each row's log-sum-exp, a second output (always f32).
+      TensorRow(MHAGEN_ABI_PTR(lse), "log-sum-exp of each row")
+          .when(Presence::Lse)
+          .output()
+          .elem(Elem::F32)
+          .sequence(S::TokensQ, {{{S::H}}})
+          .ifGivenButAbsent(kLseAbsent)
+          .ifMissing(" but lse = true: pass [B, t_q, h] floats"),
+      TensorRow(MHAGEN_ABI_PTR(lse), "packed log-sum-exp per row")
+          .when(Presence::RaggedLse)
+          .output()
+          .elem(Elem::F32)
+          .packed({{{S::H}}})
+          .ifGivenButAbsent(kLseAbsent)
+          .ifMissing(" but lse = true: pass [q_offsets[B], h] floats"),
+  };
 }
 
 #undef MHAGEN_ABI_PTR
@@ -364,6 +418,8 @@ bool scalarFromName(const std::string &name, Scalar &out) {
     }
   return false;
 }
+
+uint16_t quietNaNBits(Scalar x) { return x == Scalar::BF16 ? 0x7fc0 : 0x7e00; }
 
 const char *scalarCType(Scalar x) {
   static const char *types[] = {"float", "uint16_t", "uint16_t", "int8_t",

@@ -122,31 +122,49 @@ enum class Content {
   QueryOffsets
 };
 
-/// One tensor of the ABI.
+/// What an input holds in the math, which sets the values a test draws
+/// for it (the harness and the fuzzers read it; the runtime does not).
+enum class Role {
+  Activation,  ///< x, k, v: uniform in [-1, 1]
+  Queries,     ///< q: scaled so the scores reach a chosen logit magnitude
+  Weight,      ///< uniform in +-sqrt(3 / fan-in), fan-in = dims[0]
+  QueryWeight, ///< w_q: a Weight scaled like Queries
+  Bias,        ///< uniform in +-0.1
+  SinkLogit,   ///< uniform in [-2, 3]: a sink takes a visible share of a row
+  Slope,       ///< uniform in [0.01, 0.5]: positive ALiBi slopes
+  Scale,       ///< uniform in [0.5, 2] times the spec's compiled-in scale
+  RowScale,    ///< an int8 row's f32 scale: made with its int8 tensor
+  Index,       ///< an integer vector (Content says which)
+  Result       ///< an output
+};
+
+/// One tensor of the ABI. AbiModel.cpp builds each row by naming its
+/// fields (TensorRow); every field has the value most rows take.
 struct TensorModel {
-  const char *name; ///< the mhagen_call_args member (and parameter name)
-  const char *doc;  ///< what it holds, for headers and docs
-  Presence presence;
-  bool output;
-  Elem elem;
-  Content content;
+  const char *name = ""; ///< the mhagen_call_args member (and parameter name)
+  const char *doc = "";  ///< what it holds, for headers and docs
+  Presence presence = Presence::Sdpa;
+  bool output = false;
+  Elem elem = Elem::Data;
+  Content content = Content::Values;
+  Role role = Role::Activation;
   std::vector<Dim> dims; ///< outermost first; row-major
   /// A sequence tensor ([B, T, ...]) may have token and batch strides,
   /// given in these mhagen_call_args members (0 = dense); nullptr: always
   /// dense.
-  const char *tokenStrideField;
-  const char *batchStrideField;
+  const char *tokenStrideField = nullptr;
+  const char *batchStrideField = nullptr;
   /// What the call does when the tensor is absent from this kernel but a
   /// pointer is given, and when it is required but NULL (appended to
   /// "<name> is NULL").
-  const char *givenButAbsent;
-  const char *missingHint;
+  const char *givenButAbsent = nullptr;
+  const char *missingHint = "";
 
   // Accessors into mhagen_call_args (the member named above).
-  const void *(*pointer)(const mhagen_call_args &);
-  void (*bind)(mhagen_call_args &, void *);
-  int64_t (*tokenStride)(const mhagen_call_args &); ///< nullptr: dense
-  int64_t (*batchStride)(const mhagen_call_args &); ///< nullptr: dense
+  const void *(*pointer)(const mhagen_call_args &) = nullptr;
+  void (*bind)(mhagen_call_args &, void *) = nullptr;
+  int64_t (*tokenStride)(const mhagen_call_args &) = nullptr; ///< null: dense
+  int64_t (*batchStride)(const mhagen_call_args &) = nullptr; ///< null: dense
 
   /// True if dims are [B, T, ...] with T the query or key tokens.
   bool isSequence() const;
@@ -177,6 +195,8 @@ bool scalarFromName(const std::string &name, Scalar &out);
 /// The C type a caller passes: float, uint16_t (bf16/f16 bits), int8_t,
 /// int32_t.
 const char *scalarCType(Scalar x);
+/// The bits of a quiet NaN stored as bf16 (0x7fc0) or f16 (0x7e00).
+uint16_t quietNaNBits(Scalar x);
 /// A tensor holding numbers to compute with (not an integer vector such
 /// as kv_lens that only steers which keys are visible).
 inline bool isNumeric(const TensorModel &t) { return t.elem != Elem::Int32; }
