@@ -71,12 +71,35 @@ Expr notFiniteBits(const Expr &x) {
 Expr quietNanBits() { return cast<uint32_t>(Expr(0x7fc00000u)); }
 } // namespace
 
-AttentionStages defineAttention(const AttentionSpec &s,
-                                const AttentionInputs &in,
-                                const AttentionTiles &tiles,
-                                const AttentionVars &v) {
-  AttentionStages st;
-  st.tiles = tiles;
+namespace {
+
+/// What every stage of one attention definition reads: the spec, the
+/// inputs, the tiles, the variables, and the row and key expressions they
+/// share.
+struct AttentionContext {
+  const AttentionSpec &s;
+  const AttentionInputs &in;
+  const AttentionTiles &tiles;
+  const AttentionVars &v;
+  AttentionStages &st;
+  int HP, TT, KT, CB;
+  int64_t group;
+  Expr Tq, Tkv, scale;
+  Expr head;         ///< row i's head
+  Expr token;        ///< row i's token in the call
+  Expr tokenClamped; ///< padding rows repeat the last token
+  MaskSpec mask;     ///< the mask in effect (spec::effectiveMask)
+  bool perSequence;  ///< a paged cache or a ragged batch
+  Expr seqEnd;       ///< where the sequence ends: T_kv or its own length
+  Expr kvHead;       ///< the tile's K/V head (GQA)
+  Expr key;          ///< key kt * KT + j
+  Expr rowPos;       ///< row i's absolute position (a per-tile table)
+  Expr visible;      ///< key `key` is visible to row i
+
+  std::string name(const char *n) const { return tiles.prefix + n; }
+};
+
+void checkTiles(const AttentionSpec &s, const AttentionTiles &tiles) {
   const int HP = tiles.headsPerTile, TT = tiles.tokensPerTile;
   const int QT = tiles.rows, KT = tiles.keyTile, CB = tiles.channelBlock;
   const int64_t group = s.h / s.n_kv;
@@ -95,137 +118,131 @@ AttentionStages defineAttention(const AttentionSpec &s,
   if (QT < HP * TT)
     throw BackendError("schedule", "rows per tile " + std::to_string(QT) +
                                        " < heads_per_tile * tokens_per_tile");
-  const Var &i = v.i, &j = v.j, &c = v.c, &kt = v.kt, &qo = v.qo, &ho = v.ho,
-            &b = v.b, &cb = v.cb, &g = v.g, &hd = v.hd;
-  const Expr Tq = in.tq, Tkv = in.tkv;
-  const Expr scale = in.scale.defined()
-                         ? in.scale
-                         : Expr(static_cast<float>(s.effectiveScale()));
-  auto name = [&](const char *n) { return tiles.prefix + n; };
+}
 
-  // Row i of a tile: head ho*HP + i%HP, token qo*TT + i/HP. Tokens past
-  // the end (and padding rows) repeat the last token; they are computed
-  // with the tile and never stored.
-  const Expr head = ho * HP + i % HP;
-  const Expr token = qo * TT + i / HP;
-  const Expr tokenClamped = min(token, Tq - 1);
-  // The mask in effect (a paged cache or a ragged batch adds its
-  // sequences' lengths), and where a sequence ends: T_kv, or with a paged
-  // cache or a ragged batch its own length, so its T_q queries are its last
-  // positions (bottom-right per sequence).
-  const MaskSpec mask = s.effectiveMask();
-  const bool perSequence = s.pagedKv() || s.ragged;
-  const Expr seqEnd = perSequence ? in.kvLen(b) : Tkv;
-  const Expr pos = token + (seqEnd - Tq); // absolute position
-  // GQA: the tile's heads share K/V head g = head / (h/kv), without copies.
-  const Expr kvHead = (ho * HP) / static_cast<int>(group);
-  const Expr key = kt * KT + j;
-
-  // Which keys each row may see (docs/design.md §2). The rows' absolute
-  // positions are a small table per tile, so the predicate is a vector
-  // load and compares (i / HP spelled inline would split the vectors).
-  st.rowPos = Func(name("row_pos"));
-  if (perSequence)
+/// Which keys each row may see (docs/design.md §2). The rows' absolute
+/// positions are a small table per tile, so the predicate is a vector
+/// load and compares (i / HP spelled inline would split the vectors).
+void defineVisibility(AttentionContext &x) {
+  const Var &i = x.v.i, &qo = x.v.qo, &b = x.v.b;
+  AttentionStages &st = x.st;
+  const Expr pos = x.token + (x.seqEnd - x.Tq); // absolute position
+  st.rowPos = Func(x.name("row_pos"));
+  if (x.perSequence)
     st.rowPos(i, qo, b) = pos;
   else
     st.rowPos(i, qo) = pos;
-  const Expr rowPos = perSequence ? st.rowPos(i, qo, b) : st.rowPos(i, qo);
+  x.rowPos = x.perSequence ? st.rowPos(i, qo, b) : st.rowPos(i, qo);
   // A union of conjunctions: visible under some clause.
   auto andAlso = [](const Expr &a, const Expr &c) {
     return a.defined() ? a && c : c;
   };
   Expr anyClause;
-  for (const MaskClause &c : mask.anyOf) {
+  for (const MaskClause &c : x.mask.anyOf) {
     Expr v;
     if (c.isCausal())
-      v = andAlso(v, key <= rowPos);
+      v = andAlso(v, x.key <= x.rowPos);
     if (c.window > 0)
-      v = andAlso(v, key > rowPos - static_cast<int>(c.window));
+      v = andAlso(v, x.key > x.rowPos - static_cast<int>(c.window));
     if (c.padding)
-      v = andAlso(v, key < in.kvLen(b));
+      v = andAlso(v, x.key < x.in.kvLen(b));
     if (c.sink > 0)
-      v = andAlso(v, key < static_cast<int>(c.sink));
+      v = andAlso(v, x.key < static_cast<int>(c.sink));
     anyClause = anyClause.defined() ? anyClause || v : v;
   }
-  Expr visible = key < Tkv;
+  x.visible = x.key < x.Tkv;
   if (anyClause.defined())
-    visible = visible && anyClause;
+    x.visible = x.visible && anyClause;
+}
 
-  // The score modifiers (docs/design.md §2), on the scaled score of row i
-  // and key `key`: softcap, then the ALiBi bias slope * (key - pos). The
-  // slopes are a per-tile table like the positions (rows of one tile
-  // belong to up to HP heads).
-  if (s.alibi != AlibiSlopes::None) {
-    st.rowSlope = Func(name("row_slope"));
-    st.rowSlope(i, ho) = in.slope(head);
+/// The score modifiers (docs/design.md §2), on the scaled score of row i
+/// and key `key`: softcap, then the ALiBi bias slope * (key - pos).
+Expr modifyScore(const AttentionContext &x, Expr score) {
+  if (x.s.softcap) {
+    // The cap's clamp would make an infinite score finite: a score that
+    // is not finite stays NaN, so the probability test below sees it.
+    const float cap = static_cast<float>(*x.s.softcap);
+    const Expr capped = cap * tanhRational(score * (1.0f / cap));
+    score = reinterpret<float>(select(notFiniteBits(score), quietNanBits(),
+                                      reinterpret<uint32_t>(capped)));
   }
-  auto modify = [&](Expr score) {
-    if (s.softcap) {
-      // The cap's clamp would make an infinite score finite: a score that
-      // is not finite stays NaN, so the probability test below sees it.
-      const float cap = static_cast<float>(*s.softcap);
-      const Expr capped = cap * tanhRational(score * (1.0f / cap));
-      score = reinterpret<float>(select(notFiniteBits(score), quietNanBits(),
-                                        reinterpret<uint32_t>(capped)));
-    }
-    if (s.alibi != AlibiSlopes::None)
-      score += st.rowSlope(i, ho) * cast<float>(key - rowPos);
-    return score;
-  };
+  if (x.s.alibi != AlibiSlopes::None)
+    score += x.st.rowSlope(x.v.i, x.v.ho) * cast<float>(x.key - x.rowPos);
+  return score;
+}
 
-  st.rj = RDom(0, KT, name("rj"));
-  if (!tiles.bf16Dot) {
-    st.qTile = Func(name("q_tile"));
-    st.qTile(i, c, qo, ho, b) = in.q(c, head, tokenClamped, b) * scale;
+/// S = Q K^T for one key tile, with f32 products (K/V widened).
+void defineScoresF32(const AttentionContext &x) {
+  const Var &i = x.v.i, &j = x.v.j, &c = x.v.c, &kt = x.v.kt, &qo = x.v.qo,
+            &ho = x.v.ho, &b = x.v.b, &g = x.v.g;
+  const AttentionInputs &in = x.in;
+  AttentionStages &st = x.st;
+  const int KT = x.KT;
+  const Expr Tkv = x.Tkv;
+  st.qTile = Func(x.name("q_tile"));
+  st.qTile(i, c, qo, ho, b) = in.q(c, x.head, x.tokenClamped, b) * x.scale;
 
-    Func kRead(name("k_read")),
-        vRead(name("v_read")); // a key tile as (c, j, kt, g, b)
-    kRead(c, j, kt, g, b) = in.k(c, g, min(kt * KT + j, Tkv - 1), b);
-    vRead(c, j, kt, g, b) = in.v(c, g, min(kt * KT + j, Tkv - 1), b);
-    if (tiles.stageKv) {
-      st.kTile = Func(name("k_tile"));
-      st.kTile(c, j, kt, g, b) = kRead(c, j, kt, g, b);
-      st.vTile = Func(name("v_tile"));
-      st.vTile(c, j, kt, g, b) = vRead(c, j, kt, g, b);
-      kRead = st.kTile;
-      vRead = st.vTile;
-    }
-
-    // S = Q K^T for one key tile.
-    st.rc = RDom(0, static_cast<int>(s.d_k), name("rc"));
-    st.scoresAcc = Func(name("scores_acc"));
-    st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
-    st.scoresAcc(i, j, kt, qo, ho, b) +=
-        st.qTile(i, st.rc, qo, ho, b) * kRead(st.rc, j, kt, kvHead, b);
-    st.scores = Func(name("scores"));
-    st.scores(i, j, kt, qo, ho, b) =
-        select(visible, modify(st.scoresAcc(i, j, kt, qo, ho, b)), kLowest);
-  } else {
-    // bf16 pairs: element p of pair c2 is channel 2*c2 + p. Q keeps its
-    // bf16 values (the scale is applied to the f32 dot product).
-    const Var &p = v.p;
-    Var c2("c2");
-    st.qRows = Func(name("q_rows"));
-    st.qRows(c, i, qo, ho, b) = in.qRaw(c, head, tokenClamped, b);
-    st.qTile = Func(name("q_tile"));
-    st.qTile(p, i, c2, qo, ho, b) = st.qRows(2 * c2 + p, i, qo, ho, b);
-    // K rows of the key tile, copied dense (the clamped key index then
-    // stays out of the inner loop's addressing).
-    st.kTile = Func(name("k_rows"));
-    st.kTile(c, j, kt, g, b) = in.kRaw(c, g, min(kt * KT + j, Tkv - 1), b);
-    st.rc = RDom(0, 2, 0, static_cast<int>(s.d_k / 2), name("rc"));
-    st.scoresAcc = Func(name("scores_acc"));
-    st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
-    st.scoresAcc(i, j, kt, qo, ho, b) +=
-        cast<float>(st.qTile(st.rc.x, i, st.rc.y, qo, ho, b)) *
-        cast<float>(st.kTile(2 * st.rc.y + st.rc.x, j, kt, kvHead, b));
-    st.scores = Func(name("scores"));
-    st.scores(i, j, kt, qo, ho, b) = select(
-        visible, modify(st.scoresAcc(i, j, kt, qo, ho, b) * scale), kLowest);
+  Func kRead(x.name("k_read")),
+      vRead(x.name("v_read")); // a key tile as (c, j, kt, g, b)
+  kRead(c, j, kt, g, b) = in.k(c, g, min(kt * KT + j, Tkv - 1), b);
+  vRead(c, j, kt, g, b) = in.v(c, g, min(kt * KT + j, Tkv - 1), b);
+  if (x.tiles.stageKv) {
+    st.kTile = Func(x.name("k_tile"));
+    st.kTile(c, j, kt, g, b) = kRead(c, j, kt, g, b);
+    st.vTile = Func(x.name("v_tile"));
+    st.vTile(c, j, kt, g, b) = vRead(c, j, kt, g, b);
+    kRead = st.kTile;
+    vRead = st.vTile;
   }
+  st.rc = RDom(0, static_cast<int>(x.s.d_k), x.name("rc"));
+  st.scoresAcc = Func(x.name("scores_acc"));
+  st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
+  st.scoresAcc(i, j, kt, qo, ho, b) +=
+      st.qTile(i, st.rc, qo, ho, b) * kRead(st.rc, j, kt, x.kvHead, b);
+  st.scores = Func(x.name("scores"));
+  st.scores(i, j, kt, qo, ho, b) = select(
+      x.visible, modifyScore(x, st.scoresAcc(i, j, kt, qo, ho, b)), kLowest);
+}
 
-  // Softmax of the tile against its own row max.
-  st.tileMax = Func(name("tile_max"));
+/// S = Q K^T with bf16 pairs: element p of pair c2 is channel 2*c2 + p. Q
+/// keeps its bf16 values (the scale is applied to the f32 dot product).
+void defineScoresBf16(const AttentionContext &x) {
+  const Var &i = x.v.i, &j = x.v.j, &c = x.v.c, &kt = x.v.kt, &qo = x.v.qo,
+            &ho = x.v.ho, &b = x.v.b, &g = x.v.g, &p = x.v.p;
+  const AttentionInputs &in = x.in;
+  AttentionStages &st = x.st;
+  const int KT = x.KT;
+  Var c2("c2");
+  st.qRows = Func(x.name("q_rows"));
+  st.qRows(c, i, qo, ho, b) = in.qRaw(c, x.head, x.tokenClamped, b);
+  st.qTile = Func(x.name("q_tile"));
+  st.qTile(p, i, c2, qo, ho, b) = st.qRows(2 * c2 + p, i, qo, ho, b);
+  // K rows of the key tile, copied dense (the clamped key index then
+  // stays out of the inner loop's addressing).
+  st.kTile = Func(x.name("k_rows"));
+  st.kTile(c, j, kt, g, b) = in.kRaw(c, g, min(kt * KT + j, x.Tkv - 1), b);
+  st.rc = RDom(0, 2, 0, static_cast<int>(x.s.d_k / 2), x.name("rc"));
+  st.scoresAcc = Func(x.name("scores_acc"));
+  st.scoresAcc(i, j, kt, qo, ho, b) = 0.0f;
+  st.scoresAcc(i, j, kt, qo, ho, b) +=
+      cast<float>(st.qTile(st.rc.x, i, st.rc.y, qo, ho, b)) *
+      cast<float>(st.kTile(2 * st.rc.y + st.rc.x, j, kt, x.kvHead, b));
+  st.scores = Func(x.name("scores"));
+  st.scores(i, j, kt, qo, ho, b) = select(
+      x.visible, modifyScore(x, st.scoresAcc(i, j, kt, qo, ho, b) * x.scale),
+      kLowest);
+}
+
+/// The tile's softmax against its own row max, its row sum and P V.
+void defineTileSoftmax(const AttentionContext &x) {
+  const Var &i = x.v.i, &j = x.v.j, &c = x.v.c, &kt = x.v.kt, &qo = x.v.qo,
+            &ho = x.v.ho, &b = x.v.b, &g = x.v.g;
+  const AttentionInputs &in = x.in;
+  AttentionStages &st = x.st;
+  const AttentionTiles &tiles = x.tiles;
+  const int KT = x.KT;
+  const Expr Tkv = x.Tkv;
+  st.tileMax = Func(x.name("tile_max"));
   st.tileMax(i, kt, qo, ho, b) = kLowest;
   st.tileMax(i, kt, qo, ho, b) =
       max(st.tileMax(i, kt, qo, ho, b), st.scores(i, st.rj, kt, qo, ho, b));
@@ -235,73 +252,79 @@ AttentionStages defineAttention(const AttentionSpec &s,
       tiles.bf16Dot ? ExpAccuracy::Bf16 : ExpAccuracy::F32;
   // A visible score that is not finite gives a NaN probability. Hidden
   // keys score kLowest and never do.
-  const Expr prob = select(visible,
+  const Expr prob = select(x.visible,
                            expNonPositive(st.scores(i, j, kt, qo, ho, b) -
                                               st.tileMax(i, kt, qo, ho, b),
                                           pAccuracy),
                            0.0f);
-  st.probs = Func(name("probs"));
+  st.probs = Func(x.name("probs"));
   st.probs(i, j, kt, qo, ho, b) =
       reinterpret<float>(select(notFiniteBits(st.scores(i, j, kt, qo, ho, b)),
                                 quietNanBits(), reinterpret<uint32_t>(prob)));
 
-  st.pvAcc = Func(name("pv_acc"));
+  st.pvAcc = Func(x.name("pv_acc"));
   st.pvAcc(i, c, kt, qo, ho, b) = 0.0f;
-  st.tileSum = Func(name("tile_sum"));
+  st.tileSum = Func(x.name("tile_sum"));
   st.tileSum(i, kt, qo, ho, b) = 0.0f;
   if (!tiles.bf16Dot) {
     st.tileSum(i, kt, qo, ho, b) += st.probs(i, st.rj, kt, qo, ho, b);
     // P V for the tile.
     st.pvAcc(i, c, kt, qo, ho, b) +=
         st.probs(i, st.rj, kt, qo, ho, b) *
-        (tiles.stageKv ? st.vTile(c, st.rj, kt, kvHead, b)
-                       : in.v(c, kvHead, min(kt * KT + st.rj, Tkv - 1), b));
+        (tiles.stageKv ? st.vTile(c, st.rj, kt, x.kvHead, b)
+                       : in.v(c, x.kvHead, min(kt * KT + st.rj, Tkv - 1), b));
   } else {
     // P rounded to bf16 in key pairs; the row sum uses the same rounded
     // values so that the normalisation matches what P V saw.
-    const Var &p = v.p;
+    const Var &p = x.v.p;
     Var j2("j2");
-    st.probsBf16 = Func(name("probs_bf16"));
+    st.probsBf16 = Func(x.name("probs_bf16"));
     st.probsBf16(p, i, j2, kt, qo, ho, b) =
         cast(BFloat(16), st.probs(i, 2 * j2 + p, kt, qo, ho, b));
-    st.rjPairs = RDom(0, 2, 0, KT / 2, name("rjp"));
+    st.rjPairs = RDom(0, 2, 0, KT / 2, x.name("rjp"));
     st.tileSum(i, kt, qo, ho, b) +=
         cast<float>(st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b));
     // V rows of the key tile (clamped key index), interleaved in key
     // pairs; the schedule keeps channels in lanes, so the clamped key is
     // one index per vector and the rows are read in place.
-    st.vTile = Func(name("v_pairs"));
+    st.vTile = Func(x.name("v_pairs"));
     st.vTile(p, c, j2, kt, g, b) =
         in.vRaw(c, g, min(kt * KT + 2 * j2 + p, Tkv - 1), b);
     st.pvAcc(i, c, kt, qo, ho, b) +=
         cast<float>(
             st.probsBf16(st.rjPairs.x, i, st.rjPairs.y, kt, qo, ho, b)) *
-        cast<float>(st.vTile(st.rjPairs.x, c, st.rjPairs.y, kt, kvHead, b));
+        cast<float>(st.vTile(st.rjPairs.x, c, st.rjPairs.y, kt, x.kvHead, b));
   }
-  st.pv = Func(name("pv"));
+  st.pv = Func(x.name("pv"));
   st.pv(i, c, kt, qo, ho, b) = st.pvAcc(i, c, kt, qo, ho, b);
+}
 
-  // The key tiles a query tile must visit: the mask hides the rest
-  // completely, so they are never computed (causal costs about half).
-  // Each conjunction of the mask leaves one range of tiles [lo, hi], by the
-  // rule of docs/design.md §2 "Tile skipping" (clauseKeyTiles); a union
-  // scans the hull of its ranges and skips the tiles in none of them.
-  const Expr numKeyTiles = (Tkv + KT - 1) / KT;
+/// The key tiles one conjunction of the mask leaves a query tile.
+struct TileRange {
+  Expr lo, hi, hiUnpadded;
+};
+
+/// The key tiles a query tile must visit: the mask hides the rest
+/// completely, so they are never computed (causal costs about half).
+/// Each conjunction of the mask leaves one range of tiles [lo, hi], by the
+/// rule of docs/design.md §2 "Tile skipping" (clauseKeyTiles); a union
+/// scans the hull of its ranges and skips the tiles in none of them.
+std::vector<TileRange> keyTileRanges(const AttentionContext &x,
+                                     const Expr &numKeyTiles) {
+  const Var &qo = x.v.qo, &b = x.v.b;
+  const int TT = x.TT, KT = x.KT;
   const Expr firstToken = qo * TT;
-  const Expr lastToken = min(qo * TT + TT - 1, Tq - 1);
-  const Expr firstPos = firstToken + (seqEnd - Tq);
-  const Expr lastPos = lastToken + (seqEnd - Tq);
-  struct TileRange {
-    Expr lo, hi, hiUnpadded;
-  };
+  const Expr lastToken = min(qo * TT + TT - 1, x.Tq - 1);
+  const Expr firstPos = firstToken + (x.seqEnd - x.Tq);
+  const Expr lastPos = lastToken + (x.seqEnd - x.Tq);
   std::vector<TileRange> ranges;
-  for (const MaskClause &c : mask.anyOf) {
+  for (const MaskClause &c : x.mask.anyOf) {
     TileRange r{0, numKeyTiles - 1, Expr()};
     // A paged cache's positions come from kv_lens: its causal limit is
     // left out of what split-KV chunks (below), like the padding limit,
     // so the chunk size stays an expression of the call's sizes and
     // bounds inference stages one key tile per step.
-    if (c.isCausal() && !perSequence)
+    if (c.isCausal() && !x.perSequence)
       r.hi = min(r.hi, lastPos / KT); // floor division
     if (c.sink > 0)
       r.hi = min(r.hi, static_cast<int>((c.sink - 1) / KT));
@@ -309,20 +332,30 @@ AttentionStages defineAttention(const AttentionSpec &s,
     // length loaded from memory in the chunk size trips a Halide 14
     // simplifier error; chunks past the padding length are empty).
     r.hiUnpadded = r.hi;
-    if (c.isCausal() && perSequence)
+    if (c.isCausal() && x.perSequence)
       r.hi = min(r.hi, lastPos / KT);
     if (c.padding)
-      r.hi = min(r.hi, (in.kvLen(b) - 1) / KT);
+      r.hi = min(r.hi, (x.in.kvLen(b) - 1) / KT);
     if (c.window > 0)
       r.lo = max(0, (firstPos - static_cast<int>(c.window) + 1) / KT);
     // A position loaded from memory (a paged sequence's length) has no
     // bound Halide can see: the first tile is kept inside the key axis.
-    if (c.window > 0 && perSequence)
+    if (c.window > 0 && x.perSequence)
       r.lo = min(r.lo, numKeyTiles - 1);
     ranges.push_back(r);
   }
+  return ranges;
+}
+
+/// The scan over key tiles (st.rt) and the split-KV chunk count; returns
+/// the key tile each step of the scan visits.
+Expr defineKeyTileScan(const AttentionContext &x) {
+  AttentionStages &st = x.st;
+  const AttentionTiles &tiles = x.tiles;
+  const int KT = x.KT, TT = x.TT, HP = x.HP;
+  const Expr numKeyTiles = (x.Tkv + KT - 1) / KT;
+  const std::vector<TileRange> ranges = keyTileRanges(x, numKeyTiles);
   Expr lo = 0, hi = numKeyTiles - 1, hiUnpadded = hi;
-  Expr inSomeRange; // a union: the tile lies in some clause's range
   if (!ranges.empty()) {
     lo = ranges[0].lo;
     hi = ranges[0].hi;
@@ -333,6 +366,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
     hi = max(hi, ranges[k].hi);
     hiUnpadded = max(hiUnpadded, ranges[k].hiUnpadded);
   }
+  // A union: the tile lies in some clause's range.
   auto inRanges = [&](const Expr &tile) {
     Expr any;
     for (const TileRange &r : ranges) {
@@ -346,11 +380,10 @@ AttentionStages defineAttention(const AttentionSpec &s,
   // chunks that B x head blocks x query tiles x chunks reaches the target
   // task count, never a chunk shorter than splitMinKeyTiles.
   const bool split = tiles.splitKv;
-  const Var &sp = v.sp;
   if (split && tiles.splitTasks > 0) {
-    const Expr baseTasks = in.batch *
-                           static_cast<int>(tiles.headsInTask ? 1 : s.h / HP) *
-                           ((Tq + TT - 1) / TT);
+    const Expr baseTasks =
+        x.in.batch * static_cast<int>(tiles.headsInTask ? 1 : x.s.h / HP) *
+        ((x.Tq + TT - 1) / TT);
     const Expr wanted = (tiles.splitTasks + baseTasks - 1) / baseTasks;
     const Expr byKeys = max(1, numKeyTiles / tiles.splitMinKeyTiles);
     st.splits = clamp(wanted, 1, min(byKeys, kMaxKvSplits));
@@ -367,34 +400,40 @@ AttentionStages defineAttention(const AttentionSpec &s,
     // keyTile stays an affine expression of rt, so bounds inference stages
     // exactly one K/V tile per step.
     const Expr chunk = max(1, (hiUnpadded - lo + st.splits) / st.splits);
-    st.rt = RDom(0, (numKeyTiles + st.splits - 1) / st.splits, name("rt"));
-    keyTile = lo + sp * chunk + st.rt;
+    st.rt = RDom(0, (numKeyTiles + st.splits - 1) / st.splits, x.name("rt"));
+    keyTile = lo + x.v.sp * chunk + st.rt;
     Expr scan = st.rt < chunk && keyTile <= hi;
-    if (mask.isUnion())
+    if (x.mask.isUnion())
       scan = scan && inRanges(keyTile);
     st.rt.where(scan);
   } else {
-    st.rt = RDom(0, numKeyTiles, name("rt"));
+    st.rt = RDom(0, numKeyTiles, x.name("rt"));
     keyTile = lo + st.rt;
-    if (mask.isUnion())
+    if (x.mask.isUnion())
       st.rt.where(keyTile <= hi && inRanges(keyTile));
-    else if (!mask.isNone())
+    else if (!x.mask.isNone())
       st.rt.where(keyTile <= hi);
   }
+  return keyTile;
+}
 
-  // The running state, merged one key tile at a time.
-  st.state = Func(name("state"));
+/// The running state, merged one key tile at a time.
+void defineState(const AttentionContext &x, const Expr &keyTile) {
+  const Var &i = x.v.i, &cb = x.v.cb, &qo = x.v.qo, &ho = x.v.ho, &b = x.v.b;
+  AttentionStages &st = x.st;
+  const int CB = x.CB;
+  st.state = Func(x.name("state"));
   std::vector<Var> stateVars = {i, cb, qo, ho, b};
-  if (split)
-    stateVars = {i, cb, sp, qo, ho, b};
+  if (x.tiles.splitKv)
+    stateVars = {i, cb, x.v.sp, qo, ho, b};
   const std::vector<Expr> stateAt(stateVars.begin(), stateVars.end());
   // A learned sink is a key every row sees, with score sink(head) and
   // value 0: it starts the state (m = sink, l = 1) instead of the empty
   // one. Split-KV adds it once, in the merge, not once per chunk.
-  const bool sinkInState = s.sinks && !tiles.splitKv;
+  const bool sinkInState = x.s.sinks && !x.tiles.splitKv;
   std::vector<Expr> init(static_cast<size_t>(CB), 0.0f);
-  init.push_back(sinkInState ? in.sink(head) : Expr(kLowest)); // m
-  init.push_back(sinkInState ? 1.0f : 0.0f);                   // l
+  init.push_back(sinkInState ? x.in.sink(x.head) : Expr(kLowest)); // m
+  init.push_back(sinkInState ? 1.0f : 0.0f);                       // l
   st.state(stateVars) = Tuple(init);
   const Expr m = st.state(stateAt)[CB];
   const Expr l = st.state(stateAt)[CB + 1];
@@ -412,46 +451,50 @@ AttentionStages defineAttention(const AttentionSpec &s,
   next.push_back(max(m, tm));
   next.push_back(l * alpha + st.tileSum(i, keyTile, qo, ho, b) * beta);
   st.state(stateAt) = Tuple(next);
+}
 
-  // Split-KV merge (the second, small pass): every chunk's (acc, l) is
-  // rescaled to the largest chunk max M and summed,
-  //   acc = sum_sp acc_sp e^(m_sp - M),  l = sum_sp l_sp e^(m_sp - M).
-  // A chunk that saw no key has m = lowest and l = acc = 0, so it adds 0.
-  Func rows = st.state; // what the output reads: (acc..., l at index lIdx)
-  int lIdx = CB + 1;
-  if (split) {
-    st.partial = Func(name("partial"));
-    st.partial(i, cb, sp, qo, ho, b) = st.state(i, cb, sp, qo, ho, b);
-    st.rs = RDom(0, st.splits, name("rs"));
-    st.mergeMax = Func(name("merge_max"));
-    st.mergeMax(i, cb, qo, ho, b) = s.sinks ? in.sink(head) : Expr(kLowest);
-    st.mergeMax(i, cb, qo, ho, b) = max(
-        st.mergeMax(i, cb, qo, ho, b), st.partial(i, cb, st.rs, qo, ho, b)[CB]);
-    st.merged = Func(name("merged"));
-    std::vector<Expr> mergedInit(static_cast<size_t>(CB) + 1, 0.0f);
-    if (s.sinks) // the sink's term e^(sink - M) of the denominator
-      mergedInit[CB] =
-          expNonPositive(in.sink(head) - st.mergeMax(i, cb, qo, ho, b));
-    st.merged(i, cb, qo, ho, b) = Tuple(mergedInit);
-    const Expr w = expNonPositive(st.partial(i, cb, st.rs, qo, ho, b)[CB] -
-                                  st.mergeMax(i, cb, qo, ho, b));
-    std::vector<Expr> sum;
-    for (int k = 0; k <= CB; ++k)
-      sum.push_back(st.merged(i, cb, qo, ho, b)[k] +
-                    st.partial(i, cb, st.rs, qo, ho, b)[k < CB ? k : CB + 1] *
-                        w);
-    st.merged(i, cb, qo, ho, b) = Tuple(sum);
-    rows = st.merged;
-    lIdx = CB;
-  }
+/// Split-KV merge (the second, small pass): every chunk's (acc, l) is
+/// rescaled to the largest chunk max M and summed,
+///   acc = sum_sp acc_sp e^(m_sp - M),  l = sum_sp l_sp e^(m_sp - M).
+/// A chunk that saw no key has m = lowest and l = acc = 0, so it adds 0.
+void defineSplitMerge(const AttentionContext &x) {
+  const Var &i = x.v.i, &cb = x.v.cb, &qo = x.v.qo, &ho = x.v.ho, &b = x.v.b;
+  AttentionStages &st = x.st;
+  const int CB = x.CB;
+  st.partial = Func(x.name("partial"));
+  st.partial(i, cb, x.v.sp, qo, ho, b) = st.state(i, cb, x.v.sp, qo, ho, b);
+  st.rs = RDom(0, st.splits, x.name("rs"));
+  st.mergeMax = Func(x.name("merge_max"));
+  st.mergeMax(i, cb, qo, ho, b) = x.s.sinks ? x.in.sink(x.head) : Expr(kLowest);
+  st.mergeMax(i, cb, qo, ho, b) = max(st.mergeMax(i, cb, qo, ho, b),
+                                      st.partial(i, cb, st.rs, qo, ho, b)[CB]);
+  st.merged = Func(x.name("merged"));
+  std::vector<Expr> mergedInit(static_cast<size_t>(CB) + 1, 0.0f);
+  if (x.s.sinks) // the sink's term e^(sink - M) of the denominator
+    mergedInit[CB] =
+        expNonPositive(x.in.sink(x.head) - st.mergeMax(i, cb, qo, ho, b));
+  st.merged(i, cb, qo, ho, b) = Tuple(mergedInit);
+  const Expr w = expNonPositive(st.partial(i, cb, st.rs, qo, ho, b)[CB] -
+                                st.mergeMax(i, cb, qo, ho, b));
+  std::vector<Expr> sum;
+  for (int k = 0; k <= CB; ++k)
+    sum.push_back(st.merged(i, cb, qo, ho, b)[k] +
+                  st.partial(i, cb, st.rs, qo, ho, b)[k < CB ? k : CB + 1] * w);
+  st.merged(i, cb, qo, ho, b) = Tuple(sum);
+}
 
-  // Normalise and unpack rows back to (channel, head, token). A row that
-  // saw no key has l = 0 and outputs zeros.
-  const Var &t = v.t;
+/// Normalise and unpack rows back to (channel, head, token). `rows` holds
+/// (acc..., l at index lIdx). A row that saw no key has l = 0 and outputs
+/// zeros.
+void defineOutput(const AttentionContext &x, const Func &rows, int lIdx) {
+  const Var &i = x.v.i, &cb = x.v.cb, &qo = x.v.qo, &ho = x.v.ho, &b = x.v.b,
+            &c = x.v.c, &hd = x.v.hd, &t = x.v.t;
+  AttentionStages &st = x.st;
+  const int CB = x.CB, TT = x.TT, HP = x.HP;
   // The decode micro-kernel's tile holds the call's only query tile: its
   // rows past T_q * HP are then outside every region the output reads.
-  const Expr row = tiles.channelsInLanes ? min(t, TT - 1) * HP + hd % HP
-                                         : (t % TT) * HP + hd % HP;
+  const Expr row = x.tiles.channelsInLanes ? min(t, TT - 1) * HP + hd % HP
+                                           : (t % TT) * HP + hd % HP;
   std::vector<Expr> channels;
   for (int k = 0; k < CB; ++k)
     channels.push_back(rows(row, c / CB, t / TT, hd / HP, b)[k]);
@@ -462,7 +505,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
   // With it, two masks on the bits: `keep` zeroes a row that saw no key
   // (its accumulators may hold 0 x NaN from a hidden key's value) and a
   // row whose sum is NaN, which `nan` then sets to a quiet NaN.
-  st.rowScale = Func(name("row_scale"));
+  st.rowScale = Func(x.name("row_scale"));
   const Expr rowSum = rows(i, cb, qo, ho, b)[lIdx];
   const Expr u32zero = cast<uint32_t>(Expr(0u));
   const Expr rowIsNan = notFiniteBits(rowSum);
@@ -471,7 +514,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
             select(rowSum > 0.0f && !rowIsNan,
                    cast<uint32_t>(Expr(0xffffffffu)), u32zero),
             select(rowIsNan, quietNanBits(), u32zero));
-  st.out = Func(name("attention"));
+  st.out = Func(x.name("attention"));
   const Expr rowAt[] = {row, c / CB, t / TT, hd / HP, b};
   const auto rowScaleAt = [&](int k) {
     return st.rowScale(rowAt[0], rowAt[1], rowAt[2], rowAt[3], rowAt[4])[k];
@@ -480,14 +523,72 @@ AttentionStages defineAttention(const AttentionSpec &s,
       (reinterpret<uint32_t>(mux(c % CB, channels) * rowScaleAt(0)) &
        rowScaleAt(1)) |
       rowScaleAt(2));
-  if (s.lse) {
+  if (x.s.lse) {
     // The row's (m, l) beside the value: the log-sum-exp m + log(l) is
     // taken from them once per row (logSumExp), not per channel.
-    const Expr mrow = split ? Expr(st.mergeMax(row, c / CB, t / TT, hd / HP, b))
-                            : Expr(rows(row, c / CB, t / TT, hd / HP, b)[CB]);
+    const Expr mrow = x.tiles.splitKv
+                          ? Expr(st.mergeMax(row, c / CB, t / TT, hd / HP, b))
+                          : Expr(rows(row, c / CB, t / TT, hd / HP, b)[CB]);
     st.out(c, hd, t, b) = Tuple(value, mrow, lsum);
   } else {
     st.out(c, hd, t, b) = value;
+  }
+}
+
+} // namespace
+
+AttentionStages defineAttention(const AttentionSpec &s,
+                                const AttentionInputs &in,
+                                const AttentionTiles &tiles,
+                                const AttentionVars &v) {
+  checkTiles(s, tiles);
+  AttentionStages st;
+  st.tiles = tiles;
+  AttentionContext x{s, in, tiles, v, st};
+  x.HP = tiles.headsPerTile;
+  x.TT = tiles.tokensPerTile;
+  x.KT = tiles.keyTile;
+  x.CB = tiles.channelBlock;
+  x.group = s.h / s.n_kv;
+  x.Tq = in.tq;
+  x.Tkv = in.tkv;
+  x.scale = in.scale.defined() ? in.scale
+                               : Expr(static_cast<float>(s.effectiveScale()));
+  // Row i of a tile: head ho*HP + i%HP, token qo*TT + i/HP. Tokens past
+  // the end (and padding rows) repeat the last token; they are computed
+  // with the tile and never stored.
+  x.head = v.ho * x.HP + v.i % x.HP;
+  x.token = v.qo * x.TT + v.i / x.HP;
+  x.tokenClamped = min(x.token, x.Tq - 1);
+  // The mask in effect (a paged cache or a ragged batch adds its
+  // sequences' lengths), and where a sequence ends: T_kv, or with a paged
+  // cache or a ragged batch its own length, so its T_q queries are its last
+  // positions (bottom-right per sequence).
+  x.mask = s.effectiveMask();
+  x.perSequence = s.pagedKv() || s.ragged;
+  x.seqEnd = x.perSequence ? in.kvLen(v.b) : x.Tkv;
+  // GQA: the tile's heads share K/V head g = head / (h/kv), without copies.
+  x.kvHead = (v.ho * x.HP) / static_cast<int>(x.group);
+  x.key = v.kt * x.KT + v.j;
+  defineVisibility(x);
+  // The ALiBi slopes are a per-tile table like the positions (rows of one
+  // tile belong to up to HP heads).
+  if (s.alibi != AlibiSlopes::None) {
+    st.rowSlope = Func(x.name("row_slope"));
+    st.rowSlope(v.i, v.ho) = in.slope(x.head);
+  }
+  st.rj = RDom(0, x.KT, x.name("rj"));
+  if (tiles.bf16Dot)
+    defineScoresBf16(x);
+  else
+    defineScoresF32(x);
+  defineTileSoftmax(x);
+  defineState(x, defineKeyTileScan(x));
+  if (tiles.splitKv) {
+    defineSplitMerge(x);
+    defineOutput(x, st.merged, x.CB);
+  } else {
+    defineOutput(x, st.state, x.CB + 1);
   }
   return st;
 }

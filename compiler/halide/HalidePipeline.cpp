@@ -150,33 +150,16 @@ std::vector<Func> outputsOf(const BuiltPipeline &bp, const AttentionSpec &s) {
   return {bp.output};
 }
 
-// The algorithm for the spec: inputs, projections (layer), attention core.
-BuiltPipeline buildPipeline(const AttentionSpec &s,
-                            const hl::AttentionTiles &tiles,
-                            const std::optional<AttentionTiles> &decodeTiles) {
-  BuiltPipeline bp;
-  AttentionVars &v = bp.v;
-  const Type T = elementType(s);
-  const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v, d = s.d;
-  auto f32 = [&](Expr e) { return toF32(s, e); };
+namespace {
 
-  AbiParams params = abiParams(s);
+/// The call arguments and constants that modify scores: scale = runtime,
+/// learned sinks, ALiBi slopes (runtime ones are arguments; the standard
+/// ones are constants embedded in the kernel).
+void defineModifierInputs(const AttentionSpec &s, const AbiParams &params,
+                          const AttentionVars &v, hl::AttentionInputs &in) {
   auto param = [&](const char *name) { return params.byName.at(name); };
-  bp.inputs = params.inOrder;
-  bp.args.assign(params.inOrder.begin(), params.inOrder.end());
-
-  hl::AttentionInputs in;
-  if (s.effectiveMask().hasPadding()) { // padding, paged or ragged
-    bp.kvLens = param("kv_lens");       // one length per batch (or sequence)
-    in.kvLen(v.b) = bp.kvLens(v.b);
-    in.hasKvLen = true;
-  }
-
-  // scale = runtime: the call's one-element argument.
   if (s.scaleAtRuntime)
     in.scale = param("scale")(0);
-  // Score modifiers: learned sinks and runtime slopes are call arguments;
-  // the standard ALiBi slopes are constants embedded in the kernel.
   if (s.sinks)
     in.sink(v.hd) = param("sinks")(v.hd);
   if (s.alibi == AlibiSlopes::Runtime) {
@@ -188,162 +171,209 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
       table(static_cast<int>(i)) = static_cast<float>(slopes[i]);
     in.slope(v.hd) = table(v.hd);
   }
+}
 
-  if (s.op == Op::Sdpa) {
-    ImageParam q = param("q"), k = param("k"), vv = param("v");
-    in.q(v.c, v.hd, v.t, v.b) = f32(q(v.c, v.hd, v.t, v.b));
-    // K/V as stored (kv_dtype): f32/bf16/f16 convert exactly to f32; int8
-    // rows are scaled by their row's scale (docs/design.md §5). GPU
-    // kernels keep K/V as the dtype (kv_dtype is for CPU targets).
-    //
-    // A paged cache (docs/design.md §5, "Paged K/V"): token t of sequence
-    // b is slot t % BLOCK of block block_table(t / BLOCK, b). Tiles run
-    // past a sequence's length, and the table's entries there may be junk
-    // (abi.h: they are never used), so a key past the length reads slot
-    // t % BLOCK of block 0 and only entries of the sequence's own tokens
-    // choose a block. Both indices are clamped into the table and the
-    // cache as well; values past the length (slots never written, maybe
-    // NaN) are replaced by 0 before P V multiplies them by their zero
-    // weights.
-    std::function<Expr(Expr, Expr)> slot = [](Expr t, Expr) { return t; };
-    std::function<Expr(Expr, Expr)> block = [](Expr, Expr b) { return b; };
-    if (s.pagedKv()) {
-      ImageParam table = param("block_table");
-      const int BLK = static_cast<int>(s.kv_block);
-      // k, v and their scales hold the same num_blocks (one call size).
-      const Expr numBlocks = k.dim(3).extent();
-      const Expr width = table.dim(0).extent();
-      const Func kvLen = in.kvLen;
-      slot = [BLK](Expr t, Expr) { return t % BLK; };
-      block = [=](Expr t, Expr b) {
-        const Expr len = kvLen(b);
-        const Expr entry = clamp(min(t, len - 1) / BLK, 0, width - 1);
-        return select(t < len, clamp(table(entry, b), 0, numBlocks - 1), 0);
-      };
-    }
-    auto rowAt = [&](ImageParam p, Expr c, Expr g, Expr t, Expr b) {
-      return p(c, g, slot(t, b), block(t, b));
+/// op = sdpa: Q, K and V as the attention reads them.
+void defineSdpaInputs(const AttentionSpec &s, const AbiParams &params,
+                      const AttentionVars &v, hl::AttentionInputs &in) {
+  auto param = [&](const char *name) { return params.byName.at(name); };
+  auto f32 = [&](Expr e) { return toF32(s, e); };
+  ImageParam q = param("q"), k = param("k"), vv = param("v");
+  in.q(v.c, v.hd, v.t, v.b) = f32(q(v.c, v.hd, v.t, v.b));
+  // K/V as stored (kv_dtype): f32/bf16/f16 convert exactly to f32; int8
+  // rows are scaled by their row's scale (docs/design.md §5). GPU
+  // kernels keep K/V as the dtype (kv_dtype is for CPU targets).
+  //
+  // A paged cache (docs/design.md §5, "Paged K/V"): token t of sequence
+  // b is slot t % BLOCK of block block_table(t / BLOCK, b). Tiles run
+  // past a sequence's length, and the table's entries there may be junk
+  // (abi.h: they are never used), so a key past the length reads slot
+  // t % BLOCK of block 0 and only entries of the sequence's own tokens
+  // choose a block. Both indices are clamped into the table and the
+  // cache as well; values past the length (slots never written, maybe
+  // NaN) are replaced by 0 before P V multiplies them by their zero
+  // weights.
+  std::function<Expr(Expr, Expr)> slot = [](Expr t, Expr) { return t; };
+  std::function<Expr(Expr, Expr)> block = [](Expr, Expr b) { return b; };
+  if (s.pagedKv()) {
+    ImageParam table = param("block_table");
+    const int BLK = static_cast<int>(s.kv_block);
+    // k, v and their scales hold the same num_blocks (one call size).
+    const Expr numBlocks = k.dim(3).extent();
+    const Expr width = table.dim(0).extent();
+    const Func kvLen = in.kvLen;
+    slot = [BLK](Expr t, Expr) { return t % BLK; };
+    block = [=](Expr t, Expr b) {
+      const Expr len = kvLen(b);
+      const Expr entry = clamp(min(t, len - 1) / BLK, 0, width - 1);
+      return select(t < len, clamp(table(entry, b), 0, numBlocks - 1), 0);
     };
-    auto scaleAt = [&](ImageParam p, Expr g, Expr t, Expr b) {
-      return p(g, slot(t, b), block(t, b));
-    };
-    Expr kValue, vValue;
-    if (s.kvQuantized()) {
-      ImageParam ks = param("k_scale"), vs = param("v_scale");
-      kValue = cast<float>(rowAt(k, v.c, v.g, v.t, v.b)) *
-               scaleAt(ks, v.g, v.t, v.b);
-      vValue = cast<float>(rowAt(vv, v.c, v.g, v.t, v.b)) *
-               scaleAt(vs, v.g, v.t, v.b);
-    } else {
-      kValue = f32(rowAt(k, v.c, v.g, v.t, v.b));
-      vValue = f32(rowAt(vv, v.c, v.g, v.t, v.b));
-    }
-    Expr vRawValue = rowAt(vv, v.c, v.g, v.t, v.b);
-    if (s.pagedKv()) {
-      const Expr written = v.t < in.kvLen(v.b);
-      vValue = select(written, vValue, 0.0f);
-      vRawValue =
-          select(written, vRawValue, Internal::make_zero(vRawValue.type()));
-    }
-    in.k(v.c, v.g, v.t, v.b) = kValue;
-    in.v(v.c, v.g, v.t, v.b) = vValue;
-    in.qRaw(v.c, v.hd, v.t, v.b) = q(v.c, v.hd, v.t, v.b);
-    in.kRaw(v.c, v.g, v.t, v.b) = rowAt(k, v.c, v.g, v.t, v.b);
-    in.vRaw(v.c, v.g, v.t, v.b) = vRawValue;
-    in.tq = q.dim(2).extent();
-    // A paged cache's key axis: the table's capacity (kv_lens <= t_kv).
-    in.tkv = s.pagedKv() ? param("block_table").dim(0).extent() *
-                               static_cast<int>(s.kv_block)
-                         : k.dim(2).extent();
-    in.batch = q.dim(3).extent();
-    bp.attention = hl::defineAttention(s, in, tiles, v);
-    if (decodeTiles) {
-      // Both variants, chosen by the call's T_q: Halide computes the
-      // decode stages only under that condition (and the schedule
-      // specialises the output on it).
-      bp.decode = hl::defineAttention(s, in, *decodeTiles, v);
-      bp.isDecode = in.tq <= decodeTiles->tokensPerTile;
-    }
-    if (!s.lse) {
-      Expr attention = bp.attention.out(v.c, v.hd, v.t, v.b);
-      if (decodeTiles)
-        attention =
-            select(bp.isDecode, bp.decode->out(v.c, v.hd, v.t, v.b), attention);
-      bp.output = Func("out");
-      bp.output(v.c, v.hd, v.t, v.b) = fromF32(s, T, attention);
-    } else {
-      // Two outputs from one scan: the rows (value, m, l) are computed
-      // once, in `core` (scheduled as the output is without lse), and
-      // both outputs read them.
-      Tuple rows(bp.attention.out(v.c, v.hd, v.t, v.b));
-      if (decodeTiles)
-        rows = tuple_select(bp.isDecode,
-                            Tuple(bp.decode->out(v.c, v.hd, v.t, v.b)), rows);
-      bp.core = Func("attention_rows");
-      bp.core(v.c, v.hd, v.t, v.b) = rows;
-      bp.output = Func("out");
-      bp.output(v.c, v.hd, v.t, v.b) =
-          fromF32(s, T, bp.core(v.c, v.hd, v.t, v.b)[0]);
-      bp.lse = Func("lse");
-      bp.lse(v.hd, v.t, v.b) = hl::logSumExp(bp.core(0, v.hd, v.t, v.b)[1],
-                                             bp.core(0, v.hd, v.t, v.b)[2]);
-    }
+  }
+  auto rowAt = [&](ImageParam p, Expr c, Expr g, Expr t, Expr b) {
+    return p(c, g, slot(t, b), block(t, b));
+  };
+  auto scaleAt = [&](ImageParam p, Expr g, Expr t, Expr b) {
+    return p(g, slot(t, b), block(t, b));
+  };
+  Expr kValue, vValue;
+  if (s.kvQuantized()) {
+    ImageParam ks = param("k_scale"), vs = param("v_scale");
+    kValue =
+        cast<float>(rowAt(k, v.c, v.g, v.t, v.b)) * scaleAt(ks, v.g, v.t, v.b);
+    vValue =
+        cast<float>(rowAt(vv, v.c, v.g, v.t, v.b)) * scaleAt(vs, v.g, v.t, v.b);
   } else {
-    // W [in, out] row-major is w(out_feature, in_feature) here.
-    ImageParam x = param("x"), wq = param("w_q"), wk = param("w_k"),
-               wv = param("w_v"), wo = param("w_o");
-    Func bq("b_q_f"), bk("b_k_f"), bvf("b_v_f"), bo("b_o_f");
-    if (s.bias) {
-      bq(v.n) = f32(param("b_q")(v.n));
-      bk(v.n) = f32(param("b_k")(v.n));
-      bvf(v.n) = f32(param("b_v")(v.n));
-      bo(v.n) = f32(param("b_o")(v.n));
-    }
-    Func xf("x_f"), wqf("w_q_f"), wkf("w_k_f"), wvf("w_v_f"), wof("w_o_f");
-    Var kk("k");
-    // Token index clamped: GEMM blocks of gemm_rows tokens run whole and
-    // the rows past T are discarded.
-    xf(kk, v.t, v.b) = f32(x(kk, min(v.t, x.dim(1).extent() - 1), v.b));
-    wqf(v.n, kk) = f32(wq(v.n, kk));
-    wkf(v.n, kk) = f32(wk(v.n, kk));
-    wvf(v.n, kk) = f32(wv(v.n, kk));
-    wof(v.n, kk) = f32(wo(v.n, kk));
-    auto keepF32 = [](Expr e) { return e; };
-    Projection pq =
-        hl::defineProjection("q_proj", xf, d, wqf, bq, s.bias, keepF32, v);
-    Projection pk =
-        hl::defineProjection("k_proj", xf, d, wkf, bk, s.bias, keepF32, v);
-    Projection pv =
-        hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias, keepF32, v);
-    // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
-    in.q(v.c, v.hd, v.t, v.b) =
-        pq.out(v.hd * static_cast<int>(dk) + v.c, v.t, v.b);
-    in.k(v.c, v.g, v.t, v.b) =
-        pk.out(v.g * static_cast<int>(dk) + v.c, v.t, v.b);
-    in.v(v.c, v.g, v.t, v.b) =
-        pv.out(v.g * static_cast<int>(dv) + v.c, v.t, v.b);
-    in.tq = x.dim(1).extent();
-    in.tkv = x.dim(1).extent();
-    bp.attention = hl::defineAttention(s, in, tiles, v);
-    // Merge heads: column n of O is channel n % dv of head n / dv.
-    Func merged("merged");
-    merged(kk, v.t, v.b) = hl::attentionValue(
-        s, bp.attention.out, kk % static_cast<int>(dv),
-        kk / static_cast<int>(dv), min(v.t, x.dim(1).extent() - 1), v.b);
-    Projection po = hl::defineProjection(
-        "out_proj", merged, h * dv, wof, bo, s.bias,
-        [&](Expr e) { return fromF32(s, T, e); }, v);
-    bp.projections = {pq, pk, pv, po};
-    bp.projectionWidths = {h * dk, kv * dk, kv * dv, d};
-    bp.output = po.out;
-    if (s.lse) {
-      // The attention rows are computed whole (compute_root) before the
-      // output projection: lse reads their (m, l) directly.
-      bp.lse = Func("lse");
-      bp.lse(v.hd, v.t, v.b) =
-          hl::logSumExp(bp.attention.out(0, v.hd, v.t, v.b)[1],
-                        bp.attention.out(0, v.hd, v.t, v.b)[2]);
-    }
+    kValue = f32(rowAt(k, v.c, v.g, v.t, v.b));
+    vValue = f32(rowAt(vv, v.c, v.g, v.t, v.b));
+  }
+  Expr vRawValue = rowAt(vv, v.c, v.g, v.t, v.b);
+  if (s.pagedKv()) {
+    const Expr written = v.t < in.kvLen(v.b);
+    vValue = select(written, vValue, 0.0f);
+    vRawValue =
+        select(written, vRawValue, Internal::make_zero(vRawValue.type()));
+  }
+  in.k(v.c, v.g, v.t, v.b) = kValue;
+  in.v(v.c, v.g, v.t, v.b) = vValue;
+  in.qRaw(v.c, v.hd, v.t, v.b) = q(v.c, v.hd, v.t, v.b);
+  in.kRaw(v.c, v.g, v.t, v.b) = rowAt(k, v.c, v.g, v.t, v.b);
+  in.vRaw(v.c, v.g, v.t, v.b) = vRawValue;
+  in.tq = q.dim(2).extent();
+  // A paged cache's key axis: the table's capacity (kv_lens <= t_kv).
+  in.tkv = s.pagedKv() ? param("block_table").dim(0).extent() *
+                             static_cast<int>(s.kv_block)
+                       : k.dim(2).extent();
+  in.batch = q.dim(3).extent();
+}
+
+/// op = sdpa: the attention core (and its decode variant), and the outputs
+/// out (and lse) read from it.
+void defineSdpaOutputs(const AttentionSpec &s, const hl::AttentionTiles &tiles,
+                       const std::optional<AttentionTiles> &decodeTiles,
+                       const hl::AttentionInputs &in, BuiltPipeline &bp) {
+  const AttentionVars &v = bp.v;
+  const Type T = elementType(s);
+  bp.attention = hl::defineAttention(s, in, tiles, v);
+  if (decodeTiles) {
+    // Both variants, chosen by the call's T_q: Halide computes the
+    // decode stages only under that condition (and the schedule
+    // specialises the output on it).
+    bp.decode = hl::defineAttention(s, in, *decodeTiles, v);
+    bp.isDecode = in.tq <= decodeTiles->tokensPerTile;
+  }
+  if (!s.lse) {
+    Expr attention = bp.attention.out(v.c, v.hd, v.t, v.b);
+    if (decodeTiles)
+      attention =
+          select(bp.isDecode, bp.decode->out(v.c, v.hd, v.t, v.b), attention);
+    bp.output = Func("out");
+    bp.output(v.c, v.hd, v.t, v.b) = fromF32(s, T, attention);
+  } else {
+    // Two outputs from one scan: the rows (value, m, l) are computed
+    // once, in `core` (scheduled as the output is without lse), and
+    // both outputs read them.
+    Tuple rows(bp.attention.out(v.c, v.hd, v.t, v.b));
+    if (decodeTiles)
+      rows = tuple_select(bp.isDecode,
+                          Tuple(bp.decode->out(v.c, v.hd, v.t, v.b)), rows);
+    bp.core = Func("attention_rows");
+    bp.core(v.c, v.hd, v.t, v.b) = rows;
+    bp.output = Func("out");
+    bp.output(v.c, v.hd, v.t, v.b) =
+        fromF32(s, T, bp.core(v.c, v.hd, v.t, v.b)[0]);
+    bp.lse = Func("lse");
+    bp.lse(v.hd, v.t, v.b) = hl::logSumExp(bp.core(0, v.hd, v.t, v.b)[1],
+                                           bp.core(0, v.hd, v.t, v.b)[2]);
+  }
+}
+
+/// op = layer: the projections around the attention core.
+void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
+                 const AbiParams &params, hl::AttentionInputs &in,
+                 BuiltPipeline &bp) {
+  const AttentionVars &v = bp.v;
+  const Type T = elementType(s);
+  const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v, d = s.d;
+  auto param = [&](const char *name) { return params.byName.at(name); };
+  auto f32 = [&](Expr e) { return toF32(s, e); };
+  // W [in, out] row-major is w(out_feature, in_feature) here.
+  ImageParam x = param("x"), wq = param("w_q"), wk = param("w_k"),
+             wv = param("w_v"), wo = param("w_o");
+  Func bq("b_q_f"), bk("b_k_f"), bvf("b_v_f"), bo("b_o_f");
+  if (s.bias) {
+    bq(v.n) = f32(param("b_q")(v.n));
+    bk(v.n) = f32(param("b_k")(v.n));
+    bvf(v.n) = f32(param("b_v")(v.n));
+    bo(v.n) = f32(param("b_o")(v.n));
+  }
+  Func xf("x_f"), wqf("w_q_f"), wkf("w_k_f"), wvf("w_v_f"), wof("w_o_f");
+  Var kk("k");
+  // Token index clamped: GEMM blocks of gemm_rows tokens run whole and
+  // the rows past T are discarded.
+  xf(kk, v.t, v.b) = f32(x(kk, min(v.t, x.dim(1).extent() - 1), v.b));
+  wqf(v.n, kk) = f32(wq(v.n, kk));
+  wkf(v.n, kk) = f32(wk(v.n, kk));
+  wvf(v.n, kk) = f32(wv(v.n, kk));
+  wof(v.n, kk) = f32(wo(v.n, kk));
+  auto keepF32 = [](Expr e) { return e; };
+  Projection pq =
+      hl::defineProjection("q_proj", xf, d, wqf, bq, s.bias, keepF32, v);
+  Projection pk =
+      hl::defineProjection("k_proj", xf, d, wkf, bk, s.bias, keepF32, v);
+  Projection pv =
+      hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias, keepF32, v);
+  // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
+  in.q(v.c, v.hd, v.t, v.b) =
+      pq.out(v.hd * static_cast<int>(dk) + v.c, v.t, v.b);
+  in.k(v.c, v.g, v.t, v.b) = pk.out(v.g * static_cast<int>(dk) + v.c, v.t, v.b);
+  in.v(v.c, v.g, v.t, v.b) = pv.out(v.g * static_cast<int>(dv) + v.c, v.t, v.b);
+  in.tq = x.dim(1).extent();
+  in.tkv = x.dim(1).extent();
+  bp.attention = hl::defineAttention(s, in, tiles, v);
+  // Merge heads: column n of O is channel n % dv of head n / dv.
+  Func merged("merged");
+  merged(kk, v.t, v.b) = hl::attentionValue(
+      s, bp.attention.out, kk % static_cast<int>(dv), kk / static_cast<int>(dv),
+      min(v.t, x.dim(1).extent() - 1), v.b);
+  Projection po = hl::defineProjection(
+      "out_proj", merged, h * dv, wof, bo, s.bias,
+      [&](Expr e) { return fromF32(s, T, e); }, v);
+  bp.projections = {pq, pk, pv, po};
+  bp.projectionWidths = {h * dk, kv * dk, kv * dv, d};
+  bp.output = po.out;
+  if (s.lse) {
+    // The attention rows are computed whole (compute_root) before the
+    // output projection: lse reads their (m, l) directly.
+    bp.lse = Func("lse");
+    bp.lse(v.hd, v.t, v.b) =
+        hl::logSumExp(bp.attention.out(0, v.hd, v.t, v.b)[1],
+                      bp.attention.out(0, v.hd, v.t, v.b)[2]);
+  }
+}
+
+} // namespace
+
+// The algorithm for the spec: inputs, projections (layer), attention core.
+BuiltPipeline buildPipeline(const AttentionSpec &s,
+                            const hl::AttentionTiles &tiles,
+                            const std::optional<AttentionTiles> &decodeTiles) {
+  BuiltPipeline bp;
+  AbiParams params = abiParams(s);
+  bp.inputs = params.inOrder;
+  bp.args.assign(params.inOrder.begin(), params.inOrder.end());
+
+  hl::AttentionInputs in;
+  if (s.effectiveMask().hasPadding()) {      // padding, paged or ragged
+    bp.kvLens = params.byName.at("kv_lens"); // one length per sequence
+    in.kvLen(bp.v.b) = bp.kvLens(bp.v.b);
+    in.hasKvLen = true;
+  }
+  defineModifierInputs(s, params, bp.v, in);
+  if (s.op == Op::Sdpa) {
+    defineSdpaInputs(s, params, bp.v, in);
+    defineSdpaOutputs(s, tiles, decodeTiles, in, bp);
+  } else {
+    defineLayer(s, tiles, params, in, bp);
   }
   // The outputs: out dense within a token, any token and batch stride;
   // lse dense.
