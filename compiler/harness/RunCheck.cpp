@@ -22,43 +22,82 @@ AttentionSpec specOfKernel(const mhagen_kernel *k) {
   return parseSpecs(m.spec.canonical, m.symbol).at(0);
 }
 
-int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
-                const RunCheckOptions &o, nlohmann::ordered_json &js,
-                std::ostream &text) {
-  if (o.threads > 0 && mhagen_set_num_threads(o.threads) != MHAGEN_OK)
-    throw std::runtime_error(mhagen_last_error());
-  ProblemOptions po;
-  po.seed = o.seed;
-  Problem p(spec, o.size, po);
+namespace {
+
+/// What one checked, timed call gave.
+struct Measured {
+  Comparison cmp;
+  std::optional<Comparison> storage; ///< K/V stored as another type
+  std::optional<Comparison> lse;     ///< lse = true
+  Timing t;
+  double nominal = 0, useful = 0; ///< FLOPs
+  double kvBytes = 0;             ///< K/V read per call
+  Tolerance tol;
+  int threads = 0;
+  int64_t checked = 0, allRows = 0; ///< query rows compared, and in all
+};
+
+/// K and V as stored, read once per call: decode's bandwidth floor. Only
+/// keys some query sees count: the mask skips the others' tiles, and with
+/// per-batch lengths (padding, a paged cache, a ragged batch) the keys
+/// past a length are never read.
+double kvBytesRead(const AttentionSpec &spec, const Problem &p) {
+  const MaskSpec mask = spec.effectiveMask();
+  const bool ownEnd = spec.pagedKv() || spec.ragged;
+  double kvTokens = 0;
+  for (int64_t bi = 0; bi < p.size().B; ++bi) {
+    const int64_t len = p.kvLens().empty() ? p.size().Tkv : p.kvLens()[bi];
+    const int64_t tkv = ownEnd ? len : p.size().Tkv;
+    const int64_t tq =
+        std::min(tkv, p.qLens().empty() ? p.size().Tq : p.qLens()[bi]);
+    kvTokens += static_cast<double>(visitedKeys(mask, tq, tkv, len));
+  }
+  return kvTokens * static_cast<double>(spec.kvBytesPerToken());
+}
+
+Measured measure(const mhagen_kernel *k, const AttentionSpec &spec,
+                 const RunCheckOptions &o, Problem &p) {
+  Measured m;
   mhagen_call_args args = p.args();
   if (mhagen_call(k, &args) != MHAGEN_OK)
     throw std::runtime_error(mhagen_last_error());
   std::vector<int64_t> rows = rowsToCheck(p);
-  Comparison cmp = p.check(rows);
-  Timing t = timeIt(
+  m.cmp = p.check(rows);
+  m.t = timeIt(
       [&] {
         if (mhagen_call(k, &args) != MHAGEN_OK)
           throw std::runtime_error(mhagen_last_error());
       },
       o.reps);
-  const double nominal = nominalFlops(spec, p.size());
-  const double useful = usefulFlops(spec, p.size(), p.kvLens(), p.qLens());
-  const Tolerance tol = p.tolerance();
-  const int threads = mhagen_get_num_threads();
-  // Query rows compared with the reference, over every batch.
-  int64_t checked = 0, allRows = 0;
+  m.nominal = nominalFlops(spec, p.size());
+  m.useful = usefulFlops(spec, p.size(), p.kvLens(), p.qLens());
+  m.tol = p.tolerance();
+  m.threads = mhagen_get_num_threads();
   for (int64_t bi = 0; bi < p.size().B; ++bi) {
     const int64_t n = p.qLens().empty() ? p.size().Tq : p.qLens()[bi];
-    allRows += n;
-    checked += rows.empty() ? n
-                            : std::count_if(rows.begin(), rows.end(),
-                                            [&](int64_t r) { return r < n; });
+    m.allRows += n;
+    m.checked += rows.empty() ? n
+                              : std::count_if(rows.begin(), rows.end(),
+                                              [&](int64_t r) { return r < n; });
   }
+  m.kvBytes = kvBytesRead(spec, p);
+  // K/V stored as another type: the storage error too, against the
+  // reference on K/V before storage (kvStorageTolerance).
+  if (spec.kv_dtype)
+    m.storage = p.checkKvStorage(rows);
+  // lse = true: the second output against the reference's log-sum-exp.
+  if (spec.lse)
+    m.lse = p.checkLse(rows);
+  return m;
+}
 
+void writeJson(const mhagen_kernel *k, const AttentionSpec &spec,
+               const Problem &p, const Measured &m,
+               nlohmann::ordered_json &js) {
   js["variant"] = mhagen_kernel_symbol(k);
   js["target"] = mhagen_kernel_target(k);
   js["backend"] = mhagen_kernel_backend(k);
-  js["threads"] = threads;
+  js["threads"] = m.threads;
   js["B"] = p.size().B;
   js["T"] = p.size().Tq;
   js["Tkv"] = p.size().Tkv;
@@ -71,52 +110,34 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
     js["kv_lens"] = p.kvLens();
     js["q_offsets"] = p.qOffsets();
   }
-  js["median_ms"] = t.medianMs;
-  js["min_ms"] = t.minMs;
-  js["reps"] = t.reps;
-  js["gflops_nominal"] = nominal / (t.medianMs * 1e6);
-  js["gflops_useful"] = useful / (t.medianMs * 1e6);
-  // K and V as stored, read once per call: decode's bandwidth floor. Only
-  // keys some query sees count: the mask skips the others' tiles, and with
-  // per-batch lengths (padding, a paged cache, a ragged batch) the keys
-  // past a length are never read.
-  const MaskSpec mask = spec.effectiveMask();
-  const bool ownEnd = spec.pagedKv() || spec.ragged;
-  double kvTokens = 0;
-  for (int64_t bi = 0; bi < p.size().B; ++bi) {
-    const int64_t len = p.kvLens().empty() ? p.size().Tkv : p.kvLens()[bi];
-    const int64_t tkv = ownEnd ? len : p.size().Tkv;
-    const int64_t tq =
-        std::min(tkv, p.qLens().empty() ? p.size().Tq : p.qLens()[bi]);
-    kvTokens += static_cast<double>(visitedKeys(mask, tq, tkv, len));
-  }
-  const double kvBytes = kvTokens * static_cast<double>(spec.kvBytesPerToken());
+  js["median_ms"] = m.t.medianMs;
+  js["min_ms"] = m.t.minMs;
+  js["reps"] = m.t.reps;
+  js["gflops_nominal"] = m.nominal / (m.t.medianMs * 1e6);
+  js["gflops_useful"] = m.useful / (m.t.medianMs * 1e6);
   if (spec.op == Op::Sdpa) // a layer computes its K/V, it reads X
-    js["kv_gbs"] = kvBytes / (t.medianMs * 1e6);
-  js["max_abs_err"] = cmp.maxAbsErr;
-  js["rows_checked"] = checked;
-  js["within_tolerance"] = cmp.ok();
-  // K/V stored as another type: the storage error too, against the
-  // reference on K/V before storage (kvStorageTolerance).
-  std::optional<Comparison> storage;
-  if (spec.kv_dtype) {
-    storage = p.checkKvStorage(rows);
+    js["kv_gbs"] = m.kvBytes / (m.t.medianMs * 1e6);
+  js["max_abs_err"] = m.cmp.maxAbsErr;
+  js["rows_checked"] = m.checked;
+  js["within_tolerance"] = m.cmp.ok();
+  if (m.storage) {
     js["kv_dtype"] = toString(*spec.kv_dtype);
-    js["kv_storage_max_abs_err"] = storage->maxAbsErr;
-    js["kv_storage_within_bound"] = storage->ok();
+    js["kv_storage_max_abs_err"] = m.storage->maxAbsErr;
+    js["kv_storage_within_bound"] = m.storage->ok();
   }
-  // lse = true: the second output against the reference's log-sum-exp.
-  std::optional<Comparison> lse;
-  if (spec.lse) {
-    lse = p.checkLse(rows);
-    js["lse_max_abs_err"] = lse->maxAbsErr;
-    js["lse_within_tolerance"] = lse->ok();
+  if (m.lse) {
+    js["lse_max_abs_err"] = m.lse->maxAbsErr;
+    js["lse_within_tolerance"] = m.lse->ok();
   }
+}
 
-  char buf[512];
+/// The problem's lines: sizes, and a paged cache's or ragged batch's
+/// layout.
+void writeProblemText(const mhagen_kernel *k, const AttentionSpec &spec,
+                      const Problem &p, const Measured &m, std::ostream &text) {
   text << "kernel   " << mhagen_kernel_symbol(k) << " ("
        << mhagen_kernel_backend(k) << ", " << mhagen_kernel_target(k) << ", "
-       << threads << " threads)\n";
+       << m.threads << " threads)\n";
   text << "problem  B " << p.size().B << ", T_q " << p.size().Tq << ", T_kv "
        << p.size().Tkv << "\n";
   if (spec.op == Op::Sdpa && spec.pagedKv()) {
@@ -141,45 +162,70 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
          << " packed query rows, queries per sequence " << range(p.qLens())
          << ", keys per sequence (kv_lens) " << range(p.kvLens()) << "\n";
   }
+}
+
+/// The time, the rates and every check's verdict.
+void writeResultText(const AttentionSpec &spec, const Measured &m,
+                     std::ostream &text) {
+  char buf[512];
   std::snprintf(buf, sizeof buf,
-                "time     median %.3f ms (min %.3f ms, %d reps)\n", t.medianMs,
-                t.minMs, t.reps);
+                "time     median %.3f ms (min %.3f ms, %d reps)\n",
+                m.t.medianMs, m.t.minMs, m.t.reps);
   text << buf;
   std::snprintf(buf, sizeof buf, "GFLOP/s  nominal %.1f, useful %.1f",
-                nominal / (t.medianMs * 1e6), useful / (t.medianMs * 1e6));
+                m.nominal / (m.t.medianMs * 1e6),
+                m.useful / (m.t.medianMs * 1e6));
   text << buf;
   if (spec.op == Op::Sdpa) {
     std::snprintf(buf, sizeof buf, "; K/V read %.1f GB/s",
-                  kvBytes / (t.medianMs * 1e6));
+                  m.kvBytes / (m.t.medianMs * 1e6));
     text << buf;
   }
   text << "\n";
   std::snprintf(buf, sizeof buf,
                 "check    max |err| %.3g vs the f64 reference on %lld of "
                 "%lld query rows: %s (tolerance %g + %g*|ref|)\n",
-                cmp.maxAbsErr, static_cast<long long>(checked),
-                static_cast<long long>(allRows), cmp.ok() ? "OK" : "FAILED",
-                tol.atol, tol.rtol);
+                m.cmp.maxAbsErr, static_cast<long long>(m.checked),
+                static_cast<long long>(m.allRows), m.cmp.ok() ? "OK" : "FAILED",
+                m.tol.atol, m.tol.rtol);
   text << buf;
-  if (storage) {
+  if (m.storage) {
     const Tolerance st = kvStorageTolerance(spec.dtype, spec.kvType());
     std::snprintf(buf, sizeof buf,
                   "storage  K/V as %s: max |err| %.3g vs the reference on K/V "
                   "before storage: %s (bound %g + %g*|ref|)\n",
-                  toString(spec.kvType()), storage->maxAbsErr,
-                  storage->ok() ? "OK" : "FAILED", st.atol, st.rtol);
+                  toString(spec.kvType()), m.storage->maxAbsErr,
+                  m.storage->ok() ? "OK" : "FAILED", st.atol, st.rtol);
     text << buf;
   }
-  if (lse) {
+  if (m.lse) {
     const Tolerance lt = lseTolerance(spec);
     std::snprintf(buf, sizeof buf,
                   "lse      max |err| %.3g vs the reference's log-sum-exp: %s "
                   "(tolerance %g + %g*|ref|)\n",
-                  lse->maxAbsErr, lse->ok() ? "OK" : "FAILED", lt.atol,
+                  m.lse->maxAbsErr, m.lse->ok() ? "OK" : "FAILED", lt.atol,
                   lt.rtol);
     text << buf;
   }
-  return cmp.ok() && (!storage || storage->ok()) && (!lse || lse->ok()) ? 0 : 1;
+}
+
+} // namespace
+
+int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
+                const RunCheckOptions &o, nlohmann::ordered_json &js,
+                std::ostream &text) {
+  if (o.threads > 0 && mhagen_set_num_threads(o.threads) != MHAGEN_OK)
+    throw std::runtime_error(mhagen_last_error());
+  ProblemOptions po;
+  po.seed = o.seed;
+  Problem p(spec, o.size, po);
+  const Measured m = measure(k, spec, o, p);
+  writeJson(k, spec, p, m, js);
+  writeProblemText(k, spec, p, m, text);
+  writeResultText(spec, m, text);
+  const bool ok =
+      m.cmp.ok() && (!m.storage || m.storage->ok()) && (!m.lse || m.lse->ok());
+  return ok ? 0 : 1;
 }
 
 } // namespace mhagen

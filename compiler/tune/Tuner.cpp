@@ -137,8 +137,250 @@ static double loadAverage() {
   return in ? load : 0;
 }
 
+namespace {
+
+/// One tuning run: the search over one spec's space, its records in the
+/// database, and the re-measurement of the best few.
+class TuningRun {
+public:
+  TuningRun(const TuneOptions &o, TuningDb &db)
+      : o_(o), db_(db), space_(spaceFor(o.spec)), log_(o.progress),
+        hash_(o.spec.hash()), target_(o.spec.target.str()),
+        backend_(toString(o.spec.backend)),
+        shard_(o.search.shardCount > 1
+                   ? std::to_string(o.search.shardIndex) + "/" +
+                         std::to_string(o.search.shardCount)
+                   : ""),
+        start_(std::chrono::steady_clock::now()) {
+    sum_.warnings = db.warnings();
+    // A prefill call never runs the decode variant: its parameters would
+    // only spend the budget on noise.
+    if (auto pinned = pinParamsUnusedAt(space_, o.T); !pinned.empty() && log_) {
+      *log_ << "T " << o.T << " never runs the decode variant: pinned";
+      for (const std::string &n : pinned)
+        *log_ << " " << n << "=" << space_.defaults.at(n);
+      *log_ << "\n";
+    }
+  }
+
+  TuneSummary run() {
+    ScheduleSearch search(space_, o_.search);
+    resume(search);
+    searchLoop(search);
+    remeasureFinalists();
+    warnIfLoaded();
+    sum_.seconds = elapsed();
+    return sum_;
+  }
+
+private:
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start_)
+        .count();
+  }
+  /// --time bounds the whole run, re-measurements included: a trial starts
+  /// only if it is expected (from the trials so far) to end in time.
+  bool fits(double expectedSeconds) const {
+    return o_.timeLimitSeconds <= 0 ||
+           elapsed() + expectedSeconds <= o_.timeLimitSeconds;
+  }
+  /// A record of this spec, target, backend, problem and shard.
+  bool ours(const TrialRecord &r) const {
+    return sameProblem(r, o_) && r.shard == shard_ && r.phase != "remeasure";
+  }
+  void track(const TrialRecord &r) {
+    if (r.status != TrialStatus::Ok) {
+      ++sum_.failed;
+      return;
+    }
+    ++sum_.ok;
+    if (!sum_.best || r.medianMs < sum_.best->medianMs)
+      sum_.best = r;
+    if (r.params == space_.defaults &&
+        (!sum_.baseline || r.medianMs < sum_.baseline->medianMs))
+      sum_.baseline = r;
+  }
+
+  /// What the database already holds for this run counts toward the
+  /// budget.
+  void resume(ScheduleSearch &search) {
+    for (const TrialRecord *r : db_.matching(hash_, target_, backend_)) {
+      if (!ours(*r))
+        continue;
+      search.markSeen(r->params, r->status == TrialStatus::Ok, r->medianMs);
+      ++sum_.resumed;
+      track(*r);
+    }
+    index_ = sum_.resumed;
+    if (log_ && sum_.resumed)
+      *log_ << "resuming: " << sum_.resumed
+            << " trials of this spec already in " << o_.dbPath << "\n";
+  }
+
+  void searchLoop(ScheduleSearch &search) {
+    const int total = o_.search.budget;
+    while (search.measured() < total) {
+      if (!fits(perTrialSeconds_)) {
+        if (log_)
+          *log_ << "time limit: stopping after " << shortDuration(elapsed())
+                << " (the next trial would end past "
+                << shortDuration(o_.timeLimitSeconds) << ")\n";
+        sum_.stoppedByTime = true;
+        return;
+      }
+      std::string phase;
+      std::optional<ScheduleParams> p = search.next(&phase);
+      if (!p) {
+        if (log_)
+          *log_ << "the search space is exhausted\n";
+        return;
+      }
+      TrialRecord r = runTrial(o_, *p, phase, o_.reps, ++index_);
+      db_.append(r);
+      search.report(*p, r.status == TrialStatus::Ok, r.medianMs);
+      ++sum_.trials;
+      track(r);
+      perTrialSeconds_ = elapsed() / sum_.trials;
+      if (log_)
+        logTrial(search.measured(), total, phase, r, *p);
+    }
+  }
+
+  void logTrial(int measured, int total, const std::string &phase,
+                const TrialRecord &r, const ScheduleParams &p) {
+    char line[512];
+    std::snprintf(
+        line, sizeof line, "[%d/%d] %-6s %-11s %9s | best %s | ETA %s | %s\n",
+        measured, total, phase.c_str(), toString(r.status),
+        r.status == TrialStatus::Ok
+            ? (std::to_string(r.medianMs).substr(0, 7) + " ms").c_str()
+            : "-",
+        sum_.best
+            ? (std::to_string(sum_.best->medianMs).substr(0, 7) + " ms").c_str()
+            : "-",
+        shortDuration(perTrialSeconds_ * (total - measured)).c_str(),
+        paramsCsv(p).c_str());
+    *log_ << line;
+    if (r.status != TrialStatus::Ok)
+      *log_ << "         " << r.error.substr(0, 200) << "\n";
+    log_->flush();
+  }
+
+  /// The best few measured (and the default), fastest first.
+  std::vector<ScheduleParams>
+  finalists(const std::vector<const TrialRecord *> &ok) const {
+    std::vector<ScheduleParams> out;
+    for (size_t i = 0;
+         i < ok.size() && out.size() < static_cast<size_t>(o_.remeasureTop);
+         ++i)
+      if (std::find(out.begin(), out.end(), ok[i]->params) == out.end())
+        out.push_back(ok[i]->params);
+    if (o_.remeasureTop > 0 && sum_.baseline &&
+        std::find(out.begin(), out.end(), space_.defaults) == out.end())
+      out.push_back(space_.defaults); // the speedup's denominator
+    return out;
+  }
+
+  /// Re-measures the finalists with more repetitions; the re-measured
+  /// medians decide.
+  void remeasureFinalists() {
+    std::vector<const TrialRecord *> ok;
+    TuningDb after(o_.dbPath);
+    for (const TrialRecord *r : after.matching(hash_, target_, backend_))
+      if (r->status == TrialStatus::Ok && ours(*r))
+        ok.push_back(r);
+    std::sort(ok.begin(), ok.end(),
+              [](const TrialRecord *a, const TrialRecord *b) {
+                return a->medianMs < b->medianMs;
+              });
+    const std::vector<ScheduleParams> chosen = finalists(ok);
+    std::optional<TrialRecord> best, baseline;
+    const double remeasureSeconds =
+        perTrialSeconds_ * std::max(1.0, static_cast<double>(o_.remeasureReps) /
+                                             std::max(1, o_.reps));
+    for (const ScheduleParams &p : chosen) {
+      if (!fits(remeasureSeconds)) {
+        if (log_)
+          *log_ << "time limit: " << (chosen.size() - sum_.remeasured)
+                << " re-measurements skipped\n";
+        sum_.stoppedByTime = true;
+        break;
+      }
+      TrialRecord r = runTrial(o_, p, "remeasure", o_.remeasureReps, ++index_);
+      ++sum_.remeasured;
+      db_.append(r);
+      if (log_)
+        *log_ << "re-measured " << paramsCsv(p) << ": "
+              << (r.status == TrialStatus::Ok
+                      ? std::to_string(r.medianMs) + " ms"
+                      : toString(r.status))
+              << "\n";
+      if (r.status != TrialStatus::Ok)
+        continue;
+      if (!best || r.medianMs < best->medianMs)
+        best = r;
+      if (p == space_.defaults)
+        baseline = r;
+      warnIfNoisy(ok, p, r);
+    }
+    if (best)
+      sum_.best = best;
+    if (baseline)
+      sum_.baseline = baseline;
+  }
+
+  /// The same schedule measured twice: a large gap means the machine was
+  /// busy or noisy, and the ranking may not hold.
+  void warnIfNoisy(const std::vector<const TrialRecord *> &ok,
+                   const ScheduleParams &p, const TrialRecord &r) {
+    for (const TrialRecord *first : ok)
+      if (first->params == p && first->medianMs > 0) {
+        double hi = std::max(first->medianMs, r.medianMs),
+               lo = std::min(first->medianMs, r.medianMs);
+        if (hi / lo > 1.15) {
+          char w[256];
+          std::snprintf(w, sizeof w,
+                        "the same schedule measured %.3f ms, then %.3f ms "
+                        "(%.0f%% apart): the machine was busy or noisy "
+                        "while tuning",
+                        first->medianMs, r.medianMs, 100.0 * (hi / lo - 1));
+          sum_.warnings.push_back(w);
+        }
+        return;
+      }
+  }
+
+  /// More runnable threads than CPUs means other work competed with the
+  /// measurements.
+  void warnIfLoaded() {
+    if (double load = loadAverage(); load > 0) {
+      const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+      if (load > cpus + 0.5) {
+        char w[160];
+        std::snprintf(w, sizeof w,
+                      "load average %.2f on %u CPUs while tuning: other work "
+                      "competed with the measurements",
+                      load, cpus);
+        sum_.warnings.push_back(w);
+      }
+    }
+  }
+
+  const TuneOptions &o_;
+  TuningDb &db_;
+  ScheduleSpace space_;
+  std::ostream *log_;
+  const std::string hash_, target_, backend_, shard_;
+  const std::chrono::steady_clock::time_point start_;
+  TuneSummary sum_;
+  int index_ = 0;              ///< trials numbered so far, resumed included
+  double perTrialSeconds_ = 0; ///< wall time per trial so far
+};
+
+} // namespace
+
 TuneSummary runTuning(const TuneOptions &o) {
-  TuneSummary sum;
   // Temporary directories of tuners and trials killed earlier (kill -9)
   // are removed; this run's are removed on SIGTERM/SIGINT too.
   removeTempDirsOnSignals();
@@ -151,196 +393,7 @@ TuneSummary runTuning(const TuneOptions &o) {
   TuningDbLock lock(o.dbPath, o.search.shardIndex, o.search.shardCount,
                     o.progress);
   TuningDb db(o.dbPath);
-  sum.warnings = db.warnings();
-  ScheduleSpace space = spaceFor(o.spec);
-  std::ostream *log = o.progress;
-  // A prefill call never runs the decode variant: its parameters would
-  // only spend the budget on noise (S1 on a Zen 4: the "best" of 60 trials
-  // differed from the default only in split_tasks, 1.08x by chance).
-  if (auto pinned = pinParamsUnusedAt(space, o.T); !pinned.empty() && log) {
-    *log << "T " << o.T << " never runs the decode variant: pinned";
-    for (const std::string &n : pinned)
-      *log << " " << n << "=" << space.defaults.at(n);
-    *log << "\n";
-  }
-  ScheduleSearch search(space, o.search);
-
-  // Resume: what this database already holds for the same spec, target,
-  // backend, problem and shard counts toward the budget.
-  const std::string hash = o.spec.hash(), target = o.spec.target.str(),
-                    backend = toString(o.spec.backend);
-  std::string shard = o.search.shardCount > 1
-                          ? std::to_string(o.search.shardIndex) + "/" +
-                                std::to_string(o.search.shardCount)
-                          : "";
-  auto track = [&](const TrialRecord &r) {
-    if (r.status == TrialStatus::Ok) {
-      ++sum.ok;
-      if (!sum.best || r.medianMs < sum.best->medianMs)
-        sum.best = r;
-      if (r.params == space.defaults &&
-          (!sum.baseline || r.medianMs < sum.baseline->medianMs))
-        sum.baseline = r;
-    } else {
-      ++sum.failed;
-    }
-  };
-  for (const TrialRecord *r : db.matching(hash, target, backend)) {
-    if (!sameProblem(*r, o) || r->shard != shard || r->phase == "remeasure")
-      continue;
-    search.markSeen(r->params, r->status == TrialStatus::Ok, r->medianMs);
-    ++sum.resumed;
-    track(*r);
-  }
-  if (log && sum.resumed)
-    *log << "resuming: " << sum.resumed << " trials of this spec already in "
-         << o.dbPath << "\n";
-
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                         start)
-        .count();
-  };
-  const int total = o.search.budget;
-  int index = sum.resumed;
-  // --time bounds the whole run, re-measurements included: a trial starts
-  // only if it is expected (from the trials so far) to end in time.
-  double perTrialSeconds = 0;
-  auto fits = [&](double expectedSeconds) {
-    return o.timeLimitSeconds <= 0 ||
-           elapsed() + expectedSeconds <= o.timeLimitSeconds;
-  };
-  while (search.measured() < total) {
-    if (!fits(perTrialSeconds)) {
-      if (log)
-        *log << "time limit: stopping after " << shortDuration(elapsed())
-             << " (the next trial would end past "
-             << shortDuration(o.timeLimitSeconds) << ")\n";
-      sum.stoppedByTime = true;
-      break;
-    }
-    std::string phase;
-    std::optional<ScheduleParams> p = search.next(&phase);
-    if (!p) {
-      if (log)
-        *log << "the search space is exhausted\n";
-      break;
-    }
-    ++index;
-    TrialRecord r = runTrial(o, *p, phase, o.reps, index);
-    db.append(r);
-    search.report(*p, r.status == TrialStatus::Ok, r.medianMs);
-    ++sum.trials;
-    track(r);
-    perTrialSeconds = elapsed() / sum.trials;
-    if (log) {
-      double perTrial = perTrialSeconds;
-      char line[512];
-      std::snprintf(
-          line, sizeof line, "[%d/%d] %-6s %-11s %9s | best %s | ETA %s | %s\n",
-          search.measured(), total, phase.c_str(), toString(r.status),
-          r.status == TrialStatus::Ok
-              ? (std::to_string(r.medianMs).substr(0, 7) + " ms").c_str()
-              : "-",
-          sum.best ? (std::to_string(sum.best->medianMs).substr(0, 7) + " ms")
-                         .c_str()
-                   : "-",
-          shortDuration(perTrial * (total - search.measured())).c_str(),
-          paramsCsv(*p).c_str());
-      *log << line;
-      if (r.status != TrialStatus::Ok)
-        *log << "         " << r.error.substr(0, 200) << "\n";
-      log->flush();
-    }
-  }
-
-  // Re-measure the best few (and the default) with more repetitions; the
-  // re-measured medians decide.
-  std::vector<const TrialRecord *> ok;
-  TuningDb after(o.dbPath);
-  for (const TrialRecord *r : after.matching(hash, target, backend))
-    if (r->status == TrialStatus::Ok && sameProblem(*r, o) &&
-        r->shard == shard && r->phase != "remeasure")
-      ok.push_back(r);
-  std::sort(ok.begin(), ok.end(),
-            [](const TrialRecord *a, const TrialRecord *b) {
-              return a->medianMs < b->medianMs;
-            });
-  std::vector<ScheduleParams> finalists;
-  for (size_t i = 0;
-       i < ok.size() && finalists.size() < static_cast<size_t>(o.remeasureTop);
-       ++i)
-    if (std::find(finalists.begin(), finalists.end(), ok[i]->params) ==
-        finalists.end())
-      finalists.push_back(ok[i]->params);
-  if (o.remeasureTop > 0 && sum.baseline &&
-      std::find(finalists.begin(), finalists.end(), space.defaults) ==
-          finalists.end())
-    finalists.push_back(space.defaults); // the speedup's denominator
-  std::optional<TrialRecord> best, baseline;
-  const double remeasureSeconds =
-      perTrialSeconds *
-      std::max(1.0, static_cast<double>(o.remeasureReps) / std::max(1, o.reps));
-  for (const ScheduleParams &p : finalists) {
-    if (!fits(remeasureSeconds)) {
-      if (log)
-        *log << "time limit: " << (finalists.size() - sum.remeasured)
-             << " re-measurements skipped\n";
-      sum.stoppedByTime = true;
-      break;
-    }
-    TrialRecord r = runTrial(o, p, "remeasure", o.remeasureReps, ++index);
-    ++sum.remeasured;
-    db.append(r);
-    if (log)
-      *log << "re-measured " << paramsCsv(p) << ": "
-           << (r.status == TrialStatus::Ok ? std::to_string(r.medianMs) + " ms"
-                                           : toString(r.status))
-           << "\n";
-    if (r.status != TrialStatus::Ok)
-      continue;
-    if (!best || r.medianMs < best->medianMs)
-      best = r;
-    if (p == space.defaults)
-      baseline = r;
-    // The same schedule measured twice: a large gap means the machine was
-    // busy or noisy, and the ranking may not hold.
-    for (const TrialRecord *first : ok)
-      if (first->params == p && first->medianMs > 0) {
-        double hi = std::max(first->medianMs, r.medianMs),
-               lo = std::min(first->medianMs, r.medianMs);
-        if (hi / lo > 1.15) {
-          char w[256];
-          std::snprintf(w, sizeof w,
-                        "the same schedule measured %.3f ms, then %.3f ms "
-                        "(%.0f%% apart): the machine was busy or noisy "
-                        "while tuning",
-                        first->medianMs, r.medianMs, 100.0 * (hi / lo - 1));
-          sum.warnings.push_back(w);
-        }
-        break;
-      }
-  }
-  // The load seen: more runnable threads than CPUs means other work
-  // competed with the measurements.
-  if (double load = loadAverage(); load > 0) {
-    const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-    if (load > cpus + 0.5) {
-      char w[160];
-      std::snprintf(w, sizeof w,
-                    "load average %.2f on %u CPUs while tuning: other work "
-                    "competed with the measurements",
-                    load, cpus);
-      sum.warnings.push_back(w);
-    }
-  }
-  sum.seconds = elapsed();
-  if (best)
-    sum.best = best;
-  if (baseline)
-    sum.baseline = baseline;
-  return sum;
+  return TuningRun(o, db).run();
 }
 
 } // namespace mhagen
