@@ -22,36 +22,25 @@
 # Regenerates only when a spec file, the tuning database, the arguments or
 # mhagen itself change.
 
-# The spec fields mhagen_add_attention takes, as ARGUMENT:spec_field: a
-# value argument becomes `spec_field = value` of a one-spec file (NAME) or
-# `--flag value` of the command line, where the flag is the field's CLI
-# spelling (spec_field, with '_' as '-', except the static sizes).
-set(_MHAGEN_VALUE_FIELDS
-  OP:op D:d H:h KV:kv DK:dk DV:dv MASK:mask DTYPE:dtype SCALE:scale
-  KV_DTYPE:kv_dtype KV_CACHE:kv_cache SOFTCAP:softcap ALIBI:alibi
-  SINKS:sinks T:T TKV:Tkv B:B)
-# Options (no value): ARGUMENT:spec_field, `spec_field = true` when given.
-set(_MHAGEN_OPTION_FIELDS BIAS:bias LSE:lse RAGGED:ragged)
-
-# The command-line flag of a spec field (SpecOptions.cpp).
-function(_mhagen_field_flag field out)
-  if(field MATCHES "^(T|Tkv|B)$")
-    set(${out} "--static-${field}" PARENT_SCOPE)
-  else()
-    string(REPLACE "_" "-" _f "${field}")
-    set(${out} "--${_f}" PARENT_SCOPE)
-  endif()
-endfunction()
+# The spec fields mhagen_add_attention takes come from mhagen's field table
+# (generated at build time by `mhagen help fields --cmake`):
+# _MHAGEN_VALUE_FIELDS and _MHAGEN_OPTION_FIELDS, as ARGUMENT:spec_field:--flag.
+# A value argument becomes `spec_field = value` of a one-spec file (NAME) or
+# `--flag=value` of the command line; an option `spec_field = true`.
+if(NOT MHAGEN_SPEC_FIELDS_FILE)
+  set(MHAGEN_SPEC_FIELDS_FILE "${CMAKE_CURRENT_LIST_DIR}/MhagenSpecFields.cmake")
+endif()
+include("${MHAGEN_SPEC_FIELDS_FILE}")
 
 function(mhagen_add_attention target)
   set(_values)
-  foreach(_pair IN LISTS _MHAGEN_VALUE_FIELDS)
-    string(REGEX REPLACE ":.*" "" _key "${_pair}")
+  foreach(_field IN LISTS _MHAGEN_VALUE_FIELDS)
+    string(REGEX REPLACE ":.*" "" _key "${_field}")
     list(APPEND _values ${_key})
   endforeach()
   set(_options)
-  foreach(_pair IN LISTS _MHAGEN_OPTION_FIELDS)
-    string(REGEX REPLACE ":.*" "" _key "${_pair}")
+  foreach(_field IN LISTS _MHAGEN_OPTION_FIELDS)
+    string(REGEX REPLACE ":.*" "" _key "${_field}")
     list(APPEND _options ${_key})
   endforeach()
   cmake_parse_arguments(MA "${_options}"
@@ -91,22 +80,22 @@ function(mhagen_add_attention target)
   endif()
   # The spec from arguments, as flags and as a spec file's fields.
   set(_text "")
-  foreach(_pair IN LISTS _MHAGEN_VALUE_FIELDS)
-    string(REPLACE ":" ";" _pair "${_pair}")
-    list(GET _pair 0 _key)
-    list(GET _pair 1 _field)
+  foreach(_triple IN LISTS _MHAGEN_VALUE_FIELDS)
+    string(REPLACE ":" ";" _triple "${_triple}")
+    list(GET _triple 0 _key)
+    list(GET _triple 1 _field)
+    list(GET _triple 2 _flag)
     if(DEFINED MA_${_key})
-      _mhagen_field_flag(${_field} _flag)
       list(APPEND _args "${_flag}=${MA_${_key}}")
       string(APPEND _text "  ${_field} = ${MA_${_key}}\n")
     endif()
   endforeach()
-  foreach(_pair IN LISTS _MHAGEN_OPTION_FIELDS)
-    string(REPLACE ":" ";" _pair "${_pair}")
-    list(GET _pair 0 _key)
-    list(GET _pair 1 _field)
+  foreach(_triple IN LISTS _MHAGEN_OPTION_FIELDS)
+    string(REPLACE ":" ";" _triple "${_triple}")
+    list(GET _triple 0 _key)
+    list(GET _triple 1 _field)
+    list(GET _triple 2 _flag)
     if(MA_${_key})
-      _mhagen_field_flag(${_field} _flag)
       list(APPEND _args "${_flag}")
       string(APPEND _text "  ${_field} = true\n")
     endif()

@@ -60,7 +60,9 @@ int main(int argc, char **argv) {
       return kExitOk;
     }
     if (args[1] == "fields") {
-      std::cout << mhagen::specFieldsMarkdown();
+      const bool cmake = args.size() > 2 && args[2] == "--cmake";
+      std::cout << (cmake ? mhagen::specFieldsCMake()
+                          : mhagen::specFieldsMarkdown());
       return kExitOk;
     }
     for (const CLI::App *sub : app.get_subcommands({}))

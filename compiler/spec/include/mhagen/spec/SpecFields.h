@@ -47,6 +47,9 @@ struct SpecField {
   /// The flag's value when neither a flag nor a file gives the field (the
   /// CLI's --d 4096, --h 32); "" when the spec language's default holds.
   std::string flagDefault;
+  /// An argument of the CMake function mhagen_add_attention (the field's
+  /// name in capitals); target and backend are its TARGETS and BACKEND.
+  bool cmakeArgument = true;
 
   /// Sets the field from its text; returns "" or the rule the text breaks
   /// (a field whose text has inner positions, the mask, adds its own
@@ -84,6 +87,9 @@ const std::vector<SpecField> &specFields();
 const SpecField *findSpecField(const std::string &spelling);
 /// The reference table of docs/spec-language.md, in Markdown.
 std::string specFieldsMarkdown();
+/// The spec-field arguments of mhagen_add_attention (cmake/), as CMake
+/// lists of ARGUMENT:field:--flag (the generated MhagenSpecFields.cmake).
+std::string specFieldsCMake();
 
 } // namespace mhagen
 
