@@ -441,7 +441,7 @@ void scheduleRowOutputsCpu(Func out, Func lse, const AttentionVars &v,
 // register block. The panel (in x gemm_cols floats, 768 KiB at d 4096)
 // streams from the L2 at every block, which is what holds it back: the
 // layer's projections at ~57 % of the f32 FMA peak (B1 T512 d4096,
-// Sapphire Rapids class, 2 threads, 2026-12-02), and on a 512 KiB L2
+// Sapphire Rapids class, 2 threads), and on a 512 KiB L2
 // the panel does not fit at all.
 static void schedulePanelGemmCpu(Projection proj, const AttentionVars &v,
                                  int64_t outFeatures, int vw, int cols,

@@ -12,8 +12,8 @@
 
 namespace mhagen::hl {
 
-/// The CPU schedule parameters for a spec on a target: every name, its
-/// allowed values, the default point, and the constraints.
+/// The CPU schedule parameters for a spec on a target (CpuScheduleSpace.cpp):
+/// every name, its allowed values, the default point, and the constraints.
 ScheduleSpace cpuScheduleSpace(const AttentionSpec &spec,
                                const HalideTargetInfo &target);
 

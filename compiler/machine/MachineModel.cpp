@@ -97,9 +97,9 @@ std::string bytes(int64_t b) {
 
 // Measured with bench Peak/dpbf16 against Peak/fma_f32 (zmm, 16 independent
 // accumulators each, threads started together; docs/performance.md, "bf16"):
-//   AMD Zen 4 (family 25), 2026-12-04: 2x -- its FMA pipes split a zmm FMA
+//   AMD Zen 4 (family 25): 2x -- its FMA pipes split a zmm FMA
 //     in two 256-bit halves, vdpbf16ps does twice the work per half;
-//   Intel Sapphire Rapids class (family 6), 2026-12-02: 117.5 against 226.3
+//   Intel Sapphire Rapids class (family 6): 117.5 against 226.3
 //     GFLOP/s per core, 0.52x -- one port runs vdpbf16ps, two run FMAs
 //     (an older VM of the class: 86 against 174, the same ratio).
 // Any other CPU: not measured (0), so bf16 keeps the f32 FMAs.

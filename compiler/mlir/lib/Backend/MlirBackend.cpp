@@ -201,7 +201,7 @@ constexpr int64_t kMaxDecodeRows = 64;
 // one-token tier below it, so a decode step never pays for padded tokens:
 // S4 (B1 T_q 1 T_kv 4096 h32 kv8 dk128 f32) 1.39 ms, T_q 4 in the
 // 4-token tile 2.13 ms (the flash form: 22.6 ms); a 32-row tile (8 tokens)
-// ran T_q 4 in 3.16 ms (2 threads, Sapphire Rapids class, 2026-12-03).
+// ran T_q 4 in 3.16 ms (2 threads, Sapphire Rapids class).
 int64_t mlirDecodeTokens(const AttentionSpec &s) {
   const int64_t heads = s.h / s.n_kv;
   int64_t tokens = 1;
@@ -217,7 +217,7 @@ int64_t mlirDecodeTokens(const AttentionSpec &s) {
 // next head's rows stream in. S4 (B1 T_q 1 T_kv 4096 h32 kv8 dk128 f32):
 // 16 keys (16 KiB) 1.35 ms, 32 keys (32 KiB, over half of the 48 KiB L1)
 // 1.51 ms; int8 K/V 0.89 / 1.04 ms; at dk 64 both fit and run alike
-// (0.65 ms); 2 threads, Sapphire Rapids class, 2026-12-03.
+// (0.65 ms); 2 threads, Sapphire Rapids class.
 // Every CPU model (preset or host) states its L1d.
 int64_t mlirDecodeKeyTile(const AttentionSpec &s, const MachineModel &t) {
   const int64_t widenedRowBytes = (s.d_k + s.d_v) * int64_t(sizeof(float));

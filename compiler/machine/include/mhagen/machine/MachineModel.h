@@ -43,7 +43,7 @@ struct MachineModel {
   /// independent accumulators (bench Peak/dpbf16 over Peak/fma_f32); 0 where
   /// the target has no AVX512_BF16 or the rate was never measured on this
   /// class of CPU. Above 1, bf16 attention defaults to the dot product
-  /// rather than widening to f32 FMAs (CpuSchedule.cpp).
+  /// rather than widening to f32 FMAs (CpuScheduleSpace.cpp).
   double bf16DotPerFma = 0;
 
   // Memory.

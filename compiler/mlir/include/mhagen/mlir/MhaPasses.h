@@ -34,7 +34,7 @@ namespace mhagen::mha {
 /// 16 for blocks of 16 or 48, 7 for blocks of 7, 10 for blocks of 100.
 /// (Those run S = Q K^T in whole vectors. Blocks of 48 at tile 24 take
 /// half vectors: 31 ms against 23.4 ms at 16, B1 T_q 64 T_kv 4096 h32
-/// kv8 dk128 causal, 2 threads, Sapphire Rapids class, 2026-12-03; 240
+/// kv8 dk128 causal, 2 threads, Sapphire Rapids class; 240
 /// ms before mha-tile-and-vectorize stopped building 24-wide vectors.)
 int64_t pagedKeyTile(int64_t keyTile, int64_t block);
 
