@@ -27,6 +27,10 @@ PACKAGES=(
   python3-matplotlib
   # tuning spread over a cluster: the one-node Slurm test (tune_slurm_array)
   slurm-wlm
+  # the neon target's subset under emulation (scripts/test-aarch64.sh):
+  # Debian's AArch64 cross compiler, qemu, and the runtime's libelf for
+  # arm64 (a multiarch package)
+  g++-aarch64-linux-gnu qemu-user-static libelf-dev:arm64
 )
 
 missing=()
@@ -43,6 +47,12 @@ fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+# The :arm64 packages need dpkg to know the architecture (before the
+# update, so that it fetches arm64's package lists).
+if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  echo "setup-deps: adding the arm64 architecture (multiarch)"
+  $SUDO dpkg --add-architecture arm64
+fi
 echo "setup-deps: installing ${missing[*]}"
 $SUDO apt-get update -q
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"

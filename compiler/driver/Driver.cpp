@@ -43,10 +43,13 @@ Target resolveTarget(const Target &t, DType dtype) {
     r.kind = TargetKind::Avx512;
   else if (hostRuns(TargetKind::Avx2))
     r.kind = TargetKind::Avx2;
+  else if (hostRuns(TargetKind::Neon))
+    r.kind = TargetKind::Neon;
   else
     throw DriverError(
-        "target host: this CPU lacks AVX2+FMA+F16C, the oldest instruction "
-        "set mhagen generates for (it has: " +
+        "target host: this CPU has neither AVX2+FMA+F16C (x86-64) nor "
+        "Advanced SIMD with FP16 and the dot product (AArch64), the oldest "
+        "instruction sets mhagen generates for (it has: " +
         std::string(mhagen_cpu_features()) + ")");
   r.machine = std::make_shared<const MachineModel>(hostMachine(r.kind));
   return r;
@@ -66,6 +69,12 @@ std::string targetUnavailableReason(const Target &t) {
     return hostRuns(TargetKind::Avx512Bf16)
                ? ""
                : "the CPU lacks AVX512_BF16 or AVX512_VNNI";
+  case TargetKind::Neon:
+    return hostRuns(TargetKind::Neon)
+               ? ""
+               : "the CPU is not AArch64 with ASIMD, FP16 and the dot "
+                 "product (kernels for it are generated here and run there, "
+                 "or under qemu-aarch64)";
   case TargetKind::Cuda:
   case TargetKind::OpenCL:
     return ""; // generation needs no device; the runtime checks for one
@@ -91,14 +100,15 @@ namespace {
 
 // Compiles the wrapper and links it with the backend object into one
 // relocatable object in `dir`.
-std::string buildObject(const TempDir &dir, const std::string &symbol,
-                        const BackendResult &r, const std::string &wrapper) {
+std::string buildObject(const TempDir &dir, const AttentionSpec &spec,
+                        const std::string &symbol, const BackendResult &r,
+                        const std::string &wrapper) {
   const std::string backendObj = dir.file(symbol + ".backend.o");
   writeFile(backendObj, std::string(r.object.begin(), r.object.end()));
   const std::string wrapperC = dir.file(symbol + ".wrapper.c");
   writeFile(wrapperC, wrapper);
   const std::string wrapperObj = dir.file(symbol + ".wrapper.o");
-  std::vector<std::string> cc = cCompiler();
+  std::vector<std::string> cc = cCompiler(machineOf(spec.target));
   std::vector<std::string> compile = cc;
   for (const char *a : {"-std=c11", "-O2", "-fPIC", "-c"})
     compile.push_back(a);
@@ -187,7 +197,7 @@ generateKernels(const std::vector<AttentionSpec> &specs,
     const std::string manifestJson = k.manifest.toJson();
     const std::string wrapper = fillTemplate(
         r.wrapperSource, {{"MANIFEST_LITERAL", cStringLiteral(manifestJson)}});
-    const std::string obj = buildObject(scratch, k.symbol, r, wrapper);
+    const std::string obj = buildObject(scratch, s, k.symbol, r, wrapper);
     const std::string header = scratch.file(k.symbol + ".h");
     writeFile(header, kernelHeader(s, k.symbol));
     const std::string manifest = scratch.file(k.symbol + ".json");

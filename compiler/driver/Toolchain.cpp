@@ -4,6 +4,7 @@
 #include "Toolchain.h"
 
 #include "mhagen/driver/Driver.h"
+#include "mhagen/machine/MachineModel.h"
 #include "mhagen/runtime.h"
 #include "mhagen/support/Process.h"
 #include "mhagen/templates/Templates.h"
@@ -51,16 +52,47 @@ std::string runtimeLibraryDir() {
   return MHAGEN_BUILD_RUNTIME_LIB_DIR;
 }
 
-std::vector<std::string> cCompiler() {
-  const char *env = std::getenv("MHAGEN_CC");
-  if (!env || !*env)
-    env = std::getenv("CC");
-  std::string cc = env && *env ? env : "cc";
+namespace {
+std::vector<std::string> words(const std::string &text) {
   std::vector<std::string> argv;
-  std::istringstream ss(cc);
+  std::istringstream ss(text);
   for (std::string w; ss >> w;)
     argv.push_back(w);
   return argv;
+}
+
+// "aarch64" of "aarch64-unknown-linux-gnu".
+std::string architectureOf(const std::string &triple) {
+  return triple.substr(0, triple.find('-'));
+}
+} // namespace
+
+std::vector<std::string> cCompiler(const MachineModel &m) {
+  if (!m.nativeArchitecture()) {
+    const std::string arch = architectureOf(m.llvmTriple);
+    const char *env = std::getenv(("MHAGEN_CC_" + upperCase(arch)).c_str());
+    return words(env && *env ? env : arch + "-linux-gnu-gcc");
+  }
+  const char *env = std::getenv("MHAGEN_CC");
+  if (!env || !*env)
+    env = std::getenv("CC");
+  return words(env && *env ? env : "cc");
+}
+
+const MachineModel &
+kernelsMachine(const std::vector<GeneratedKernel> &kernels) {
+  const MachineModel &first = machineOf(kernels.front().spec.target);
+  for (const GeneratedKernel &k : kernels) {
+    const MachineModel &m = machineOf(k.spec.target);
+    if (architectureOf(m.llvmTriple) != architectureOf(first.llvmTriple))
+      throw DriverError("kernels for " + architectureOf(first.llvmTriple) +
+                        " (" + kernels.front().spec.target.str() + ") and " +
+                        architectureOf(m.llvmTriple) + " (" +
+                        k.spec.target.str() +
+                        ") cannot share one object or library; generate each "
+                        "architecture's targets separately");
+  }
+  return first;
 }
 
 void runTool(std::vector<std::string> argv, const std::string &what) {
@@ -77,7 +109,7 @@ void writeBundle(const std::vector<GeneratedKernel> &kernels,
   const fs::path base = fs::path(dir) / name;
   const std::string obj = base.string() + ".o";
   const std::string tmp = obj + ".tmp." + std::to_string(::getpid());
-  std::vector<std::string> link = cCompiler();
+  std::vector<std::string> link = cCompiler(kernelsMachine(kernels));
   for (const char *a : {"-r", "-nostdlib", "-o"})
     link.push_back(a);
   link.push_back(tmp);
@@ -107,6 +139,30 @@ void writeBundle(const std::vector<GeneratedKernel> &kernels,
   writeFileAtomic(base.string() + ".h", h);
 }
 
+namespace {
+// The native runtime (and libomp for MLIR kernels), found at load time
+// through the rpath.
+void linkRuntime(const std::vector<GeneratedKernel> &kernels,
+                 std::vector<std::string> &link) {
+  const std::string libDir = runtimeLibraryDir();
+  link.push_back("-L" + libDir);
+  link.push_back("-Wl,-rpath," + libDir);
+  link.push_back("-lmhagen_runtime");
+#ifdef MHAGEN_OPENMP_LIBRARY
+  // MLIR kernels run their parallel loops on LLVM's OpenMP runtime.
+  for (const GeneratedKernel &k : kernels)
+    if (k.spec.backend == Backend::Mlir) {
+      const std::string omp = MHAGEN_OPENMP_LIBRARY;
+      link.push_back(omp);
+      link.push_back("-Wl,-rpath," + fs::path(omp).parent_path().string());
+      break;
+    }
+#else
+  (void)kernels;
+#endif
+}
+} // namespace
+
 void linkSharedLibrary(const std::vector<GeneratedKernel> &kernels,
                        const std::string &path) {
   TempDir dir("mhagen-so");
@@ -120,7 +176,8 @@ void linkSharedLibrary(const std::vector<GeneratedKernel> &kernels,
                                  {{"MHAGEN_VERSION", MHAGEN_VERSION},
                                   {"DESC_DECLS", decls},
                                   {"DESC_LIST", list}}));
-  std::vector<std::string> cc = cCompiler();
+  const MachineModel &machine = kernelsMachine(kernels);
+  std::vector<std::string> cc = cCompiler(machine);
   std::vector<std::string> compile = cc;
   for (const char *a : {"-std=c11", "-O2", "-fPIC", "-c"})
     compile.push_back(a);
@@ -137,20 +194,11 @@ void linkSharedLibrary(const std::vector<GeneratedKernel> &kernels,
   for (const GeneratedKernel &k : kernels)
     link.push_back(k.objectPath);
   link.push_back(dir.file("index.o"));
-  const std::string libDir = runtimeLibraryDir();
-  link.push_back("-L" + libDir);
-  link.push_back("-Wl,-rpath," + libDir);
-  link.push_back("-lmhagen_runtime");
-#ifdef MHAGEN_OPENMP_LIBRARY
-  // MLIR kernels run their parallel loops on LLVM's OpenMP runtime.
-  for (const GeneratedKernel &k : kernels)
-    if (k.spec.backend == Backend::Mlir) {
-      const std::string omp = MHAGEN_OPENMP_LIBRARY;
-      link.push_back(omp);
-      link.push_back("-Wl,-rpath," + fs::path(omp).parent_path().string());
-      break;
-    }
-#endif
+  // The runtime this mhagen was built with runs on its own architecture
+  // only: a cross-generated library leaves the runtime's symbols (and
+  // libomp's) to the process that loads it, which links both.
+  if (machine.nativeArchitecture())
+    linkRuntime(kernels, link);
   link.push_back("-lpthread");
   link.push_back("-ldl");
   link.push_back("-lm");

@@ -132,6 +132,17 @@ std::vector<int64_t> vectorWidths(int64_t lanes) {
   return widths;
 }
 
+/// Rows of a register block: multiples of the narrowest vector width the
+/// space declares (4 lanes on a 128-bit target, else 8) up to 64.
+std::vector<int64_t> registerBlockRows(const SpaceFacts &f) {
+  std::vector<int64_t> rows;
+  if (f.lanes < 8)
+    rows.push_back(f.lanes);
+  for (int64_t r : {8, 16, 24, 32, 48, 64})
+    rows.push_back(r);
+  return rows;
+}
+
 std::vector<ParamDecl> declarePrefillParams(const SpaceFacts &f) {
   return {
       {"heads_per_tile", divisorsUpTo(f.group, 64),
@@ -142,9 +153,9 @@ std::vector<ParamDecl> declarePrefillParams(const SpaceFacts &f) {
       {"key_tile", {16, 24, 32, 48, 64, 96, 128}, "keys per softmax step"},
       {"channel_block", divisorsUpTo(f.dv, 32),
        "accumulator channels per state tuple"},
-      {"s_rows", {8, 16, 24, 32, 48, 64}, "rows per QK^T register block"},
+      {"s_rows", registerBlockRows(f), "rows per QK^T register block"},
       {"s_keys", {2, 3, 4, 5, 6, 7, 8, 10, 12, 14}, "keys per QK^T block"},
-      {"pv_rows", {8, 16, 24, 32, 48, 64}, "rows per PV register block"},
+      {"pv_rows", registerBlockRows(f), "rows per PV register block"},
       {"pv_chans",
        {1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14},
        "channels per PV block"},

@@ -35,6 +35,11 @@ HalideTargetInfo halideTargetInfo(const Target &t, DType dtype) {
                         "avx512_sapphirerapids" +
                         common;
     break;
+  case TargetKind::Neon:
+    // FP16 arithmetic and the int8 dot product (Armv8.2-A); llc takes the
+    // model's core (Neoverse N1 for the preset).
+    info.halideTarget = "arm-64-linux-arm_dot_prod-arm_fp16" + common;
+    break;
   case TargetKind::Cuda: {
     // Halide 14's newest capability flag is 8.6; its PTX assembles for
     // newer GPUs (sm_90) too. Host code runs on any x86-64.

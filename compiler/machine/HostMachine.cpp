@@ -1,10 +1,14 @@
 // The host's machine model: the ISA of the target it resolves to, and what
-// cpuid and sysfs say about this CPU (identity, caches, usable cores).
+// the CPU (cpuid on x86-64, MIDR_EL1 on AArch64) and sysfs say about it
+// (identity, caches, usable cores).
 #include "mhagen/machine/MachineModel.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
 #include <sched.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -61,6 +65,7 @@ void readCaches(MachineModel &m) {
   }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 void readIdentity(MachineModel &m) {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(0, &a, &b, &c, &d))
@@ -97,6 +102,30 @@ void readIdentity(MachineModel &m) {
         first == std::string::npos ? "" : name.substr(first, last - first + 1);
   }
 }
+#else
+// MIDR_EL1 as Linux exposes it: implementer in bits 31:24, part in 15:4.
+// A core with published figures (armCores) lends them as the defaults
+// sysfs then refines.
+void readIdentity(MachineModel &m) {
+  const std::string midr =
+      readLine("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1");
+  if (midr.empty())
+    return;
+  const unsigned long long v = std::strtoull(midr.c_str(), nullptr, 16);
+  const int implementer = static_cast<int>((v >> 24) & 0xff);
+  const int part = static_cast<int>((v >> 4) & 0xfff);
+  for (const MachineModel &core : armCores())
+    if (core.family == implementer && core.model == part) {
+      m = core; // its identity, caches and LLVM CPU model
+      return;
+    }
+  // An unknown core keeps the preset's (Neoverse N1's) figures.
+  m.vendor = implementer == 0x41 ? "ARM" : "MIDR " + midr;
+  m.cpuName = "unknown AArch64 core";
+  m.family = implementer;
+  m.model = part;
+}
+#endif
 
 int usableCores() {
   cpu_set_t set;
@@ -110,8 +139,12 @@ int usableCores() {
 
 MachineModel hostMachine(TargetKind kind) {
   MachineModel m = presetMachine(kind);
-  m.source = "host (cpuid + sysfs)";
   readIdentity(m);
+#if defined(__x86_64__) || defined(__i386__)
+  m.source = "host (cpuid + sysfs)";
+#else
+  m.source = "host (MIDR_EL1 + sysfs)";
+#endif
   readCaches(m);
   // The preset's rate is its modelled CPU's; the host has its own.
   if (kind == TargetKind::Avx512Bf16)

@@ -27,6 +27,40 @@ std::vector<std::string> avx512Features() {
     f.push_back(x);
   return f;
 }
+// The neon class, as Linux's HWCAP names it: Advanced SIMD, FP16 scalar
+// and vector arithmetic, and the int8 dot product (Armv8.2-A + dotprod).
+const std::vector<std::string> &neonFeatures() {
+  static const std::vector<std::string> f = {"asimd", "fphp", "asimdhp",
+                                             "asimddp"};
+  return f;
+}
+
+// An AArch64 core from its published figures. Every one has 32 128-bit
+// Advanced SIMD registers; the neon kernels use no SVE, so its width does
+// not enter the model.
+MachineModel armCore(const std::string &name, const std::string &vendor,
+                     int implementer, int part, const std::string &llvmCpu,
+                     int64_t l1d, int64_t l2, int64_t l3) {
+  MachineModel m;
+  m.kind = TargetKind::Neon;
+  m.source = "preset (" + name + ")";
+  m.className = "AArch64, Armv8.2-A Advanced SIMD with FP16 and the dot "
+                "product (128-bit vectors)";
+  m.cpuName = name;
+  m.vendor = vendor;
+  m.family = implementer; // MIDR_EL1 implementer
+  m.model = part;         // MIDR_EL1 part number
+  m.cpuFeatures = neonFeatures();
+  m.vectorBits = 128;
+  m.f32Lanes = 4;
+  m.vectorRegisters = 32;
+  m.llvmCpu = llvmCpu;
+  m.llvmTriple = "aarch64-unknown-linux-gnu";
+  m.l1dBytes = l1d;
+  m.l2Bytes = l2;
+  m.l3Bytes = l3;
+  return m;
+}
 
 // Presets model the machines this project runs on
 // (bench/results/<class>/class.txt):
@@ -36,6 +70,8 @@ std::vector<std::string> avx512Features() {
 //               vdpbf16ps retires 2x the FLOPs of its f32 FMA
 //   cuda_smXX   48 KiB of static shared memory and 1024 threads per block
 //               (the limits without opt-in on every capability)
+//   neon        Arm Neoverse N1 (armCores: the oldest core of the class,
+//               so its code runs on all of them)
 //   opencl      the same limits, the OpenCL minimum for local memory
 //               being lower (32 KiB) only on devices mhagen does not
 //               target
@@ -43,8 +79,11 @@ MachineModel makePreset(TargetKind kind) {
   MachineModel m;
   m.kind = kind;
   switch (kind) {
+  case TargetKind::Neon:
+    return armCores().front();
   case TargetKind::Avx2:
     m.source = "preset (AMD Zen 3 class)";
+    m.className = "x86-64 with AVX2, FMA, F16C (256-bit vectors)";
     m.cpuFeatures = avx2Features();
     m.vectorBits = 256;
     m.vectorRegisters = 16;
@@ -56,6 +95,9 @@ MachineModel makePreset(TargetKind kind) {
   case TargetKind::Avx512:
   case TargetKind::Avx512Bf16:
     m.source = "preset (AMD Zen 4 class)";
+    m.className = kind == TargetKind::Avx512
+                      ? "AVX-512 F/CD/BW/DQ/VL (512-bit vectors)"
+                      : "AVX-512 + AVX512_BF16 (vdpbf16ps for bf16)";
     m.cpuFeatures = avx512Features();
     if (kind == TargetKind::Avx512Bf16) {
       m.cpuFeatures.push_back("avx512_vnni");
@@ -74,6 +116,9 @@ MachineModel makePreset(TargetKind kind) {
   case TargetKind::Cuda:
   case TargetKind::OpenCL:
     m.source = "preset (GPU block limits)";
+    m.className = kind == TargetKind::Cuda
+                      ? "NVIDIA GPU, PTX for sm_86 (assembles for sm_90)"
+                      : "OpenCL 1.2 device (e.g. PoCL on the CPU)";
     m.llvmCpu = "x86-64"; // host code
     m.sharedMemoryPerBlock = 48 * KiB;
     m.maxThreadsPerBlock = 1024;
@@ -94,6 +139,30 @@ std::string bytes(int64_t b) {
 }
 
 } // namespace
+
+// Published figures (Arm's technical reference manuals; the caches of the
+// cloud parts that carry them: AWS Graviton2, 3 and 4; Apple's M1):
+//   Neoverse N1  64 KiB L1d, 1 MiB L2, 32 MiB L3 (Graviton2)
+//   Neoverse V1  64 KiB L1d, 1 MiB L2, 32 MiB L3 (Graviton3)
+//   Neoverse V2  64 KiB L1d, 2 MiB L2, 36 MiB L3 (Graviton4); llc-14
+//                knows no neoverse-v2, so it is scheduled as a V1
+//   Apple M1     128 KiB L1d; 12 MiB L2 shared by 4 performance cores,
+//                modelled as each core's 3 MiB; 8 MiB system cache
+// No schedule default was timed on any of them: the defaults are derived
+// from these figures (CpuScheduleSpace.cpp).
+const std::vector<MachineModel> &armCores() {
+  static const std::vector<MachineModel> cores = {
+      armCore("Arm Neoverse N1", "ARM", 0x41, 0xd0c, "neoverse-n1", 64 * KiB,
+              1 * MiB, 32 * MiB),
+      armCore("Arm Neoverse V1", "ARM", 0x41, 0xd40, "neoverse-v1", 64 * KiB,
+              1 * MiB, 32 * MiB),
+      armCore("Arm Neoverse V2", "ARM", 0x41, 0xd4f, "neoverse-v1", 64 * KiB,
+              2 * MiB, 36 * MiB),
+      armCore("Apple M1 (Firestorm)", "Apple", 0x61, 0x023, "apple-m1",
+              128 * KiB, 3 * MiB, 8 * MiB),
+  };
+  return cores;
+}
 
 // Measured with bench Peak/dpbf16 against Peak/fma_f32 (zmm, 16 independent
 // accumulators each, threads started together; docs/performance.md, "bf16"):
@@ -116,12 +185,20 @@ const MachineModel &presetMachine(TargetKind kind) {
     std::map<TargetKind, MachineModel> p;
     for (TargetKind k :
          {TargetKind::Avx2, TargetKind::Avx512, TargetKind::Avx512Bf16,
-          TargetKind::Cuda, TargetKind::OpenCL})
+          TargetKind::Neon, TargetKind::Cuda, TargetKind::OpenCL})
       p[k] = makePreset(k);
     return p;
   }();
   auto it = presets.find(kind);
   return it == presets.end() ? presets.at(TargetKind::Avx2) : it->second;
+}
+
+bool MachineModel::nativeArchitecture() const {
+#if defined(__aarch64__)
+  return llvmTriple.rfind("aarch64-", 0) == 0;
+#else
+  return llvmTriple.rfind("x86_64-", 0) == 0;
+#endif
 }
 
 const MachineModel &machineOf(const Target &t) {
@@ -137,8 +214,13 @@ bool hostRuns(TargetKind kind) {
 
 std::string MachineModel::describe() const {
   std::ostringstream os;
+  os << "  class         " << className << "\n";
   os << "  source        " << source << "\n";
-  if (!vendor.empty())
+  if (!vendor.empty() && kind == TargetKind::Neon)
+    os << "  cpu           " << cpuName << " (" << vendor
+       << ", MIDR implementer 0x" << std::hex << family << " part 0x" << model
+       << std::dec << ")\n";
+  else if (!vendor.empty())
     os << "  cpu           " << cpuName << " (" << vendor << ", family "
        << family << " model " << model << ")\n";
   if (isGpu()) {
@@ -167,7 +249,7 @@ std::string MachineModel::describe() const {
                              : " (bf16 attention widens to f32)")
        << "\n";
   }
-  os << "  codegen       -mcpu=" << llvmCpu
+  os << "  codegen       " << llvmTriple << " -mcpu=" << llvmCpu
      << (llvmFeatures.empty() ? "" : " -mattr=" + llvmFeatures) << "\n";
   return os.str();
 }

@@ -105,6 +105,8 @@ std::string Target::str() const {
     return "avx512";
   case TargetKind::Avx512Bf16:
     return "avx512_bf16";
+  case TargetKind::Neon:
+    return "neon";
   case TargetKind::Cuda:
     return "cuda_sm" + std::to_string(cudaCapability);
   case TargetKind::OpenCL:

@@ -698,18 +698,19 @@ SpecField lseField() {
 SpecField targetField() {
   SpecField f;
   f.name = "target";
-  f.values = "`host`, `avx2`, `avx512`, `avx512_bf16`, `cuda`, `cuda_smXX`, "
-             "`opencl`";
+  f.values = "`host`, `avx2`, `avx512`, `avx512_bf16`, `neon`, `cuda`, "
+             "`cuda_smXX`, `opencl`";
   f.defaultText = "`host`";
   f.meaning = "where the kernel runs (`host` = the best this CPU supports)";
   f.flag = "--target";
   f.flagForm = FlagForm::Value;
   f.flagHelp =
-      "host (default) | avx2 | avx512 | avx512_bf16 | cuda[_smXX] | opencl";
+      "host (default) | avx2 | avx512 | avx512_bf16 | neon | cuda[_smXX] | "
+      "opencl";
   f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
     if (!parseTarget(v, s.target))
       return "unknown target; expected host, avx2, avx512, avx512_bf16, "
-             "cuda, cuda_smXX (e.g. cuda_sm86) or opencl";
+             "neon, cuda, cuda_smXX (e.g. cuda_sm86) or opencl";
     return "";
   });
   f.print = [](const Spec &s) { return s.target.str(); };

@@ -1,6 +1,8 @@
-// CPU feature detection from cpuid and xgetbv: an instruction set counts only
-// when the CPU has it and the OS saves its registers (XCR0), so a kernel is
-// never run where it would die with SIGILL.
+// CPU feature detection: on x86-64 from cpuid and xgetbv, where an
+// instruction set counts only when the CPU has it and the OS saves its
+// registers (XCR0); on AArch64 from the kernel's HWCAP words (getauxval),
+// which name only what the kernel enabled. Either way a kernel is never run
+// where it would die with SIGILL.
 #include "RuntimeInternal.h"
 
 #include <cstdlib>
@@ -11,6 +13,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
 #endif
 
 namespace mhagen::rt {
@@ -82,6 +86,20 @@ std::set<std::string> detect() {
   __cpuid_count(7, 1, a1, b1, c1, d1);
   if (osAvx512 && (a1 & (1u << 5)))
     f.insert("avx512_bf16");
+#elif defined(__aarch64__)
+  // Bits of AT_HWCAP and AT_HWCAP2 (Linux arch/arm64 uapi hwcap.h), named
+  // as /proc/cpuinfo names them.
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  const struct {
+    unsigned long word, bit;
+    const char *name;
+  } bits[] = {{hw, 1ul << 1, "asimd"},    {hw, 1ul << 9, "fphp"},
+              {hw, 1ul << 10, "asimdhp"}, {hw, 1ul << 20, "asimddp"},
+              {hw, 1ul << 22, "sve"},     {hw2, 1ul << 13, "i8mm"},
+              {hw2, 1ul << 14, "bf16"}};
+  for (const auto &b : bits)
+    if (b.word & b.bit)
+      f.insert(b.name);
 #endif
   return f;
 }
@@ -94,9 +112,13 @@ const char *const kAvx512Class[] = {"avx512f",    "avx512cd",   "avx512bw",
                                     "avx512dq",   "avx512vl",   "avx512ifma",
                                     "avx512vbmi", "avx512_vnni"};
 
+const char *const kNeonClass[] = {"asimd", "fphp", "asimdhp", "asimddp"};
+
 std::set<std::string> classFeatures(const std::string &cls, bool &known) {
   std::set<std::string> keep;
   known = true;
+  if (cls == "neon")
+    keep.insert(std::begin(kNeonClass), std::end(kNeonClass));
   if (cls == "avx2" || cls == "avx512" || cls == "avx512_bf16")
     keep.insert(std::begin(kAvx2Class), std::end(kAvx2Class));
   if (cls == "avx512" || cls == "avx512_bf16")
@@ -117,7 +139,8 @@ std::set<std::string> detectWithClass(std::string &classNote) {
   std::set<std::string> keep = classFeatures(env, known);
   if (!known) {
     classNote = std::string("MHAGEN_CPU_CLASS=") + env +
-                " is not a machine class (none, avx2, avx512, avx512_bf16); "
+                " is not a machine class (none, avx2, avx512, avx512_bf16, "
+                "neon); "
                 "ignored";
     return f;
   }

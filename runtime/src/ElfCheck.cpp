@@ -27,12 +27,18 @@ namespace {
 #if defined(__x86_64__)
 constexpr int kMachine = EM_X86_64;
 constexpr const char *kMachineName = "x86-64";
+constexpr const char *kMultiarchLib = "/lib/x86_64-linux-gnu";
+constexpr const char *kMultiarchUsrLib = "/usr/lib/x86_64-linux-gnu";
 #elif defined(__aarch64__)
 constexpr int kMachine = EM_AARCH64;
 constexpr const char *kMachineName = "AArch64";
+constexpr const char *kMultiarchLib = "/lib/aarch64-linux-gnu";
+constexpr const char *kMultiarchUsrLib = "/usr/lib/aarch64-linux-gnu";
 #else
 constexpr int kMachine = -1;
 constexpr const char *kMachineName = "this machine";
+constexpr const char *kMultiarchLib = "/lib";
+constexpr const char *kMultiarchUsrLib = "/usr/lib";
 #endif
 
 struct Fd {
@@ -67,8 +73,8 @@ std::string searchLikeDlopen(const std::string &name) {
       at = colon + 1;
     }
   }
-  for (const char *d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-                        "/lib64", "/usr/lib64", "/lib", "/usr/lib"})
+  for (const char *d : {kMultiarchLib, kMultiarchUsrLib, "/lib64", "/usr/lib64",
+                        "/lib", "/usr/lib"})
     dirs.push_back(d);
   for (const std::string &d : dirs) {
     std::string candidate = d + "/" + name;

@@ -59,10 +59,18 @@ uint16_t toBf16(float x) {
   return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
 }
 
-// f32 -> f16 bits, round to nearest even, through the compiler's _Float16
-// (IEEE binary16: overflow to Inf, subnormals kept).
+// The compiler's IEEE binary16 type: GCC 12 has _Float16 in C++ on x86-64
+// only; AArch64's __fp16 is the same format.
+#if defined(__aarch64__)
+using Half = __fp16;
+#else
+using Half = _Float16;
+#endif
+
+// f32 -> f16 bits, round to nearest even (overflow to Inf, subnormals
+// kept).
 uint16_t toF16(float x) {
-  const _Float16 h = static_cast<_Float16>(x);
+  const Half h = static_cast<Half>(x);
   uint16_t u;
   std::memcpy(&u, &h, 2);
   return u;

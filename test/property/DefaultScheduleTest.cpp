@@ -79,10 +79,10 @@ AttentionSpec randomSpec(std::mt19937 &rng) {
     s.scaleAtRuntime = true;
   s.dtype = static_cast<DType>(pick(0, 2));
   s.bias = s.op == Op::Layer && pick(0, 1);
-  static const TargetKind kinds[] = {TargetKind::Avx2, TargetKind::Avx512,
-                                     TargetKind::Avx512Bf16, TargetKind::Cuda,
-                                     TargetKind::OpenCL};
-  s.target.kind = kinds[pick(0, 4)];
+  static const TargetKind kinds[] = {
+      TargetKind::Avx2, TargetKind::Avx512, TargetKind::Avx512Bf16,
+      TargetKind::Neon, TargetKind::Cuda,   TargetKind::OpenCL};
+  s.target.kind = kinds[pick(0, 5)];
   if (s.target.kind == TargetKind::Cuda)
     s.target.cudaCapability = pick(0, 1) ? 86 : 80;
   s.backend = pick(0, 1) ? Backend::Halide : Backend::Mlir;

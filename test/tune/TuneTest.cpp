@@ -277,6 +277,42 @@ TEST(SearchSpace, PackedGemmBlocksComeFromTheCaches) {
   EXPECT_EQ(many.n, 128);
 }
 
+// A third CPU class (neon: the Neoverse N1 preset, 4 f32 lanes, 32
+// registers, 64 KiB L1d) gets its schedule from the same rules as the x86
+// classes, not from either of their numbers: a quarter of the registers
+// for the QK^T and PV columns, the GEMM block with the most FMAs per loaded
+// vector that fits the registers, and vector widths of its own lanes only.
+TEST(SearchSpace, NeonDefaultsComeFromItsMachineModel) {
+  const AttentionSpec layer =
+      parseSpecs("spec n { op = layer; d = 4096; h = 32; kv = 8; "
+                 "mask = causal; target = neon }",
+                 "t")
+          .at(0);
+  const ScheduleSpace space =
+      kernelBackend(Backend::Halide).scheduleSpace(layer);
+  const ScheduleParams &d = space.defaults;
+  EXPECT_TRUE(space.valid(d)) << space.violation(d);
+  EXPECT_EQ(d.at("vector_width"), 4);
+  EXPECT_EQ(d.at("s_keys"), 8);
+  EXPECT_EQ(d.at("pv_chans"), 8);
+  // 6 rows x 4 vectors: 24 accumulators, 4 loaded vectors, 1 broadcast.
+  EXPECT_EQ(d.at("gemm_cols"), 16);
+  EXPECT_EQ(d.at("gemm_rows"), 6);
+  // (6 + 16) x 512 x 4 bytes fit the 64 KiB L1d.
+  EXPECT_EQ(d.at("gemm_k_block"), 512);
+  for (const ParamDecl &p : space.params)
+    if (p.name == "vector_width")
+      EXPECT_EQ(p.values, std::vector<int64_t>{4});
+  if (!backendBuilt(Backend::Mlir))
+    return;
+  AttentionSpec sdpa = layer;
+  sdpa.op = Op::Sdpa;
+  sdpa.backend = Backend::Mlir;
+  const ScheduleSpace mlir = kernelBackend(Backend::Mlir).scheduleSpace(sdpa);
+  EXPECT_TRUE(mlir.valid(mlir.defaults)) << mlir.violation(mlir.defaults);
+  EXPECT_EQ(mlir.defaults.at("vector_width"), 4);
+}
+
 // bf16: where the machine model says vdpbf16ps retires
 // more FLOPs than the f32 FMA (Zen 4: 2x), the attention core's default
 // is the pair dot product, reading K/V in place with 64-key tiles; where it

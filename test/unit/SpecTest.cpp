@@ -450,7 +450,12 @@ TEST(Spec, Targets) {
   EXPECT_EQ(t.cudaCapability, 90);
   ASSERT_TRUE(parseTarget("avx512_bf16", t));
   EXPECT_TRUE(t.isCpu());
+  ASSERT_TRUE(parseTarget("neon", t));
+  EXPECT_EQ(t.kind, TargetKind::Neon);
+  EXPECT_EQ(t.str(), "neon");
+  EXPECT_TRUE(t.isCpu());
   EXPECT_FALSE(parseTarget("avx512fp16", t));
+  EXPECT_FALSE(parseTarget("arm64", t));
 }
 
 TEST(Spec, ScoreModifiersRoundTripAndKeepOldKeys) {

@@ -2,14 +2,50 @@
 #include "Commands.h"
 #include "SpecOptions.h"
 
+#include "mhagen/driver/Driver.h"
 #include "mhagen/inspect/HeadInspection.h"
+#include "mhagen/machine/MachineModel.h"
 #include "mhagen/spec/CostModel.h"
 #include "mhagen/spec/SpecParser.h"
+
+#include <nlohmann/json.hpp>
 
 #include <iostream>
 #include <memory>
 
 namespace mhagen::cli {
+
+namespace {
+// The machine a spec's kernel is compiled for: its class and the model the
+// schedule reads (`host` resolved as generate would resolve it here).
+std::string targetSection(const Target &target, DType dtype) {
+  Target t = target;
+  std::string name = target.str();
+  try {
+    t = resolveTarget(target, dtype);
+  } catch (const std::exception &e) {
+    return "target " + name + ": " + e.what() + "\n";
+  }
+  if (target.kind == TargetKind::Host)
+    name += " -> " + t.str();
+  return "target " + name + " (the machine model its schedule reads):\n" +
+         machineOf(t).describe();
+}
+
+nlohmann::ordered_json targetJson(const Target &target, DType dtype) {
+  nlohmann::ordered_json j;
+  j["target"] = target.str();
+  try {
+    const Target t = resolveTarget(target, dtype);
+    j["resolved"] = t.str();
+    j["class"] = machineOf(t).className;
+    j["machine"] = machineOf(t).source;
+  } catch (const std::exception &e) {
+    j["error"] = e.what();
+  }
+  return j;
+}
+} // namespace
 
 void addExplainCommand(CLI::App &app, int &exitCode) {
   auto *cmd = app.add_subcommand(
@@ -68,13 +104,17 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
       std::cout << "[";
       for (size_t i = 0; i < specs.size(); ++i) {
         CostReport r = computeCost(specs[i], o->T, tkv, o->B, o->memBw);
-        std::cout << (i ? ",\n" : "\n") << costReportJson(specs[i], r);
+        nlohmann::ordered_json j =
+            nlohmann::ordered_json::parse(costReportJson(specs[i], r));
+        j["target"] = targetJson(specs[i].target, specs[i].dtype);
+        std::cout << (i ? ",\n" : "\n") << j.dump(2);
       }
       std::cout << "\n]\n";
     } else {
       for (size_t i = 0; i < specs.size(); ++i) {
         CostReport r = computeCost(specs[i], o->T, tkv, o->B, o->memBw);
-        std::cout << (i ? "\n" : "") << formatCostReport(specs[i], r);
+        std::cout << (i ? "\n" : "") << formatCostReport(specs[i], r)
+                  << targetSection(specs[i].target, specs[i].dtype);
       }
     }
     exitCode = kExitOk;

@@ -20,6 +20,7 @@ namespace mhagen::cli {
 // The machine model as JSON (list-targets --format json).
 static nlohmann::ordered_json machineJson(const MachineModel &m) {
   nlohmann::ordered_json j;
+  j["class"] = m.className;
   j["source"] = m.source;
   if (!m.cpuName.empty()) {
     j["cpu"] = m.cpuName;
@@ -62,17 +63,8 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
                 "also print each target's preset machine model");
   cmd->callback([format, verbosePtr, &exitCode] {
     const bool verbose = *verbosePtr;
-    struct Row {
-      const char *name;
-      const char *what;
-    };
-    const Row rows[] = {
-        {"avx2", "x86-64 with AVX2, FMA, F16C (256-bit vectors)"},
-        {"avx512", "AVX-512 F/CD/BW/DQ/VL (512-bit vectors)"},
-        {"avx512_bf16", "AVX-512 + AVX512_BF16 (vdpbf16ps for bf16)"},
-        {"cuda_sm86", "NVIDIA GPU, PTX for sm_86 (assembles for sm_90)"},
-        {"opencl", "OpenCL 1.2 device (e.g. PoCL on the CPU)"},
-    };
+    const char *const names[] = {"avx2", "avx512",    "avx512_bf16",
+                                 "neon", "cuda_sm86", "opencl"};
     nlohmann::ordered_json js = nlohmann::ordered_json::array();
     std::string hostName;
     Target host;
@@ -82,9 +74,11 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
     } catch (const std::exception &e) {
       hostName = std::string("unavailable: ") + e.what();
     }
-    for (const Row &r : rows) {
+    for (const char *name : names) {
       Target t;
-      parseTarget(r.name, t);
+      parseTarget(name, t);
+      const MachineModel &preset = presetMachine(t.kind);
+      const char *what = preset.className.c_str();
       std::string why = targetUnavailableReason(t);
       std::string run = why.empty() ? "yes" : "no";
       if (t.isGpu()) {
@@ -94,22 +88,31 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
         run = why.empty() ? "yes" : "no";
       }
       nlohmann::ordered_json row;
-      row["target"] = r.name;
-      row["description"] = r.what;
+      row["target"] = name;
+      row["description"] = what;
       row["generate"] = true;
       row["run_here"] = why.empty();
       if (!why.empty())
         row["why_not"] = why;
-      row["machine"] = machineJson(presetMachine(t.kind));
+      row["machine"] = machineJson(preset);
+      if (t.kind == TargetKind::Neon) {
+        row["cores"] = nlohmann::ordered_json::array();
+        for (const MachineModel &core : armCores())
+          row["cores"].push_back(machineJson(core));
+      }
       js.push_back(row);
-      if (*format == "text" && !verbose)
-        std::printf("%-12s generate: yes  run here: %-3s  %s%s%s\n", r.name,
-                    run.c_str(), r.what, why.empty() ? "" : " -- ",
-                    why.c_str());
-      else if (*format == "text")
-        std::printf("%-12s generate: yes  run here: %-3s  %s%s%s\n%s", r.name,
-                    run.c_str(), r.what, why.empty() ? "" : " -- ", why.c_str(),
-                    presetMachine(t.kind).describe().c_str());
+      if (*format != "text")
+        continue;
+      std::printf("%-12s generate: yes  run here: %-3s  %s%s%s\n", name,
+                  run.c_str(), what, why.empty() ? "" : " -- ", why.c_str());
+      if (!verbose)
+        continue;
+      std::printf("%s", preset.describe().c_str());
+      if (t.kind == TargetKind::Neon)
+        for (const MachineModel &core : armCores())
+          if (core.cpuName != preset.cpuName)
+            std::printf("  a host with %s takes its figures:\n%s",
+                        core.cpuName.c_str(), core.describe().c_str());
     }
     if (*format == "text") {
       std::printf("host resolves to: %s (bf16 specs prefer avx512_bf16)\n"
@@ -188,8 +191,8 @@ void addInspectCommand(CLI::App &app, int &exitCode) {
                 << m.device << "), ABI " << m.abiVersion << ", mhagen "
                 << m.mhagenVersion << "\n"
                 << "  canonical (the spec it was generated from)\n"
-                << indented(m.spec.canonical, "    ")
-                << "  schedule  " << m.scheduleJson << "\n"
+                << indented(m.spec.canonical, "    ") << "  schedule  "
+                << m.scheduleJson << "\n"
                 << "  tuning    " << m.tuningJson << "\n"
                 << "  runs here "
                 << (usable == MHAGEN_OK

@@ -40,13 +40,14 @@ int mhagen_get_num_threads(void);
 
 /* ---- CPU features ---- */
 /** 1 if the running CPU (and OS) supports the feature named as in
- * manifests: sse41, avx, avx2, fma, f16c, avx512f, avx512cd, avx512bw,
- * avx512dq, avx512vl, avx512ifma, avx512vbmi, avx512_vnni, avx512_bf16,
- * avx512_fp16, amx_bf16. */
+ * manifests: on x86-64 sse41, avx, avx2, fma, f16c, avx512f, avx512cd,
+ * avx512bw, avx512dq, avx512vl, avx512ifma, avx512vbmi, avx512_vnni,
+ * avx512_bf16, avx512_fp16, amx_bf16; on AArch64 (Linux's HWCAP names)
+ * asimd, fphp, asimdhp, asimddp, sve, i8mm, bf16. */
 int mhagen_cpu_has(const char *feature);
 /** Space-separated list of the supported features.
  *
- * $MHAGEN_CPU_CLASS=avx2 | avx512 | avx512_bf16 | none makes the machine
+ * $MHAGEN_CPU_CLASS=avx2 | avx512 | avx512_bf16 | neon | none makes the machine
  * present itself as that lesser class, for mhagen and the runtime alike:
  * every detected feature outside the class is dropped (none are added), so
  * `host` resolves as it would there and kernels the class lacks are

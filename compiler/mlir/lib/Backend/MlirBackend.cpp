@@ -61,8 +61,8 @@ const MachineModel &mlirMachine(const AttentionSpec &s) {
   case TargetKind::OpenCL:
     throw BackendError(
         "target", s.target.str() + ": the mlir backend generates CPU code only "
-                                   "(avx2, avx512, avx512_bf16); use --backend "
-                                   "halide for GPU targets");
+                                   "(avx2, avx512, avx512_bf16, neon); use "
+                                   "--backend halide for GPU targets");
   default:
     return machineOf(s.target);
   }
@@ -137,13 +137,18 @@ std::unique_ptr<llvm::TargetMachine> targetMachine(const MachineModel &t) {
     LLVMInitializeX86Target();
     LLVMInitializeX86TargetMC();
     LLVMInitializeX86AsmPrinter();
+    LLVMInitializeAArch64TargetInfo();
+    LLVMInitializeAArch64Target();
+    LLVMInitializeAArch64TargetMC();
+    LLVMInitializeAArch64AsmPrinter();
   });
-  const std::string triple = "x86_64-unknown-linux-gnu";
+  const std::string &triple = t.llvmTriple;
   std::string error;
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
-    throw BackendError("", "LLVM 19 has no x86-64 target: " + error);
+    throw BackendError("",
+                       "LLVM 19 has no target for " + triple + ": " + error);
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
       triple, t.llvmCpu, t.llvmFeatures, options, llvm::Reloc::PIC_,
@@ -231,8 +236,12 @@ int64_t mlirDecodeKeyTile(const AttentionSpec &s, const MachineModel &t) {
 ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
   const MachineModel &t = mlirMachine(s);
   ScheduleSpace space;
-  auto widths =
-      t.f32Lanes == 16 ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{8};
+  // The target's own width and the narrower ones down to 8 lanes (4 on a
+  // 128-bit target): wider than a register is never faster.
+  std::vector<int64_t> widths;
+  for (int64_t w : {4, 8, 16})
+    if (w >= std::min<int64_t>(8, t.f32Lanes) && w <= t.f32Lanes)
+      widths.push_back(w);
   space.params = {
       {"query_tile", {8, 16, 32, 64}, "query rows per flash tile"},
       {"key_tile", {16, 32, 64, 128}, "keys per flash tile"},

@@ -3,11 +3,11 @@
 // `mhagen list-targets` read (docs/design.md §7). Hardware facts (ISA,
 // registers, caches, cores, GPU limits) live here and nowhere else.
 //
-// A named target (avx2, avx512, avx512_bf16, cuda_smXX, opencl) gets a
-// documented preset (MachineModel.cpp). `host` resolves to the best named
+// A named target (avx2, avx512, avx512_bf16, neon, cuda_smXX, opencl) gets
+// a documented preset (MachineModel.cpp). `host` resolves to the best named
 // target this CPU runs, and its model keeps that target's ISA facts but
 // takes the caches, the core count and the CPU's identity from the machine
-// itself (cpuid and sysfs, HostMachine.cpp).
+// itself (cpuid or MIDR_EL1, and sysfs, HostMachine.cpp).
 #ifndef MHAGEN_MACHINE_MACHINEMODEL_H
 #define MHAGEN_MACHINE_MACHINEMODEL_H
 
@@ -23,8 +23,12 @@ struct MachineModel {
   TargetKind kind = TargetKind::Avx2;
   /// "preset <what it models>" or "host (cpuid + sysfs)".
   std::string source;
+  /// The class of machine the target's kernels run on, in one line
+  /// (list-targets, explain).
+  std::string className;
 
-  // Identity (host only; empty/0 for presets).
+  // Identity (the host's; empty/0 for x86 presets). On AArch64 the family
+  // is the MIDR_EL1 implementer and the model its part number.
   std::string vendor, cpuName;
   int family = 0, model = 0;
 
@@ -32,12 +36,19 @@ struct MachineModel {
   /// CPU features (runtime names, runtime.h) a kernel for this target
   /// needs; the runtime refuses to run it on a CPU that lacks one.
   std::vector<std::string> cpuFeatures;
-  int vectorBits = 0;      ///< 256 (AVX2), 512 (AVX-512); 0 on GPUs
+  int vectorBits = 0;      ///< 128 (NEON), 256 (AVX2), 512 (AVX-512); 0 on GPUs
   int f32Lanes = 1;        ///< vectorBits / 32
   int vectorRegisters = 0; ///< architectural vector registers
   /// LLVM CPU model and features for code generation (never one that
   /// implies AVX512-FP16; see HalideTargets.h).
   std::string llvmCpu, llvmFeatures;
+  /// The LLVM target triple of CPU code (a GPU kernel's host side
+  /// included); its architecture picks the C toolchain that compiles and
+  /// links the kernel's wrapper (compiler/driver/Toolchain.cpp).
+  std::string llvmTriple = "x86_64-unknown-linux-gnu";
+  /// True when code for this model runs on the architecture mhagen itself
+  /// was built for (not a cross target).
+  bool nativeArchitecture() const;
   /// FLOPs the bf16 pair dot product (`vdpbf16ps`) retires for each FLOP
   /// of the f32 FMA (`vfmadd231ps`), both at full width with enough
   /// independent accumulators (bench Peak/dpbf16 over Peak/fma_f32); 0 where
@@ -75,8 +86,13 @@ struct MachineModel {
 /// MachineModel::bf16DotPerFma of a CPU class (cpuid vendor and family),
 /// as measured on it; 0 for a class never measured.
 double bf16DotPerFmaOf(const std::string &vendor, int family);
-/// The documented preset of a named target (not Host).
+/// The documented preset of a named target (not Host). neon's is the first
+/// of armCores().
 const MachineModel &presetMachine(TargetKind kind);
+/// The AArch64 cores of the neon class mhagen has figures for, oldest
+/// first; a host with one of their MIDRs takes its figures
+/// (HostMachine.cpp).
+const std::vector<MachineModel> &armCores();
 /// The model of this machine for a target kind it runs: the kind's ISA
 /// facts, the host's caches, cores and identity.
 MachineModel hostMachine(TargetKind kind);

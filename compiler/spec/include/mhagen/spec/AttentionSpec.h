@@ -24,7 +24,9 @@ enum class Backend { Halide, Mlir };
 
 /// Where a kernel runs. `Host` is resolved to the best CPU target this
 /// machine supports before a backend sees the spec (see resolveHostTarget).
-enum class TargetKind { Host, Avx2, Avx512, Avx512Bf16, Cuda, OpenCL };
+/// `Neon` is AArch64: Armv8.2-A with Advanced SIMD, FP16 arithmetic and the
+/// dot product (docs/design.md §7, "Targets").
+enum class TargetKind { Host, Avx2, Avx512, Avx512Bf16, Neon, Cuda, OpenCL };
 
 struct Target {
   TargetKind kind = TargetKind::Host;
@@ -39,7 +41,8 @@ struct Target {
     return kind != TargetKind::Cuda && kind != TargetKind::OpenCL;
   }
   bool isGpu() const { return !isCpu(); }
-  /// Canonical name: host, avx2, avx512, avx512_bf16, cuda_sm86, opencl.
+  /// Canonical name: host, avx2, avx512, avx512_bf16, neon, cuda_sm86,
+  /// opencl.
   std::string str() const;
   bool operator==(const Target &o) const {
     return kind == o.kind && cudaCapability == o.cudaCapability;
