@@ -585,4 +585,13 @@ void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
                         static_cast<int>(nBlock));
 }
 
+void scheduleRotaryCpu(RotaryPositions rope, const AttentionVars &v,
+                       const ScheduleParams &p) {
+  // The table's f64 cos and sin are calls to libm, one per lane: it is not
+  // vectorized. The keys are read by every query tile: rotate them once.
+  rope.cosSin.compute_root().parallel(v.t);
+  rope.keys.compute_root().parallel(v.t).vectorize(
+      v.c, static_cast<int>(get(p, "vector_width")), TailStrategy::GuardWithIf);
+}
+
 } // namespace mhagen::hl

@@ -5,6 +5,7 @@
 
 #include "AttentionAlgorithm.h"
 #include "HalideTargets.h"
+#include "RotaryPositions.h"
 
 #include "mhagen/spec/ScheduleParams.h"
 
@@ -70,6 +71,11 @@ void scheduleRowOutputsCpu(Halide::Func out, Halide::Func lse,
 void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
                            int64_t outFeatures, const ScheduleParams &p,
                            bool isOutput);
+
+/// Rotary positions: the cos/sin table and the rotated keys, each computed
+/// once per call, parallel over tokens.
+void scheduleRotaryCpu(RotaryPositions rope, const AttentionVars &v,
+                       const ScheduleParams &p);
 
 } // namespace mhagen::hl
 

@@ -5,6 +5,7 @@
 
 #include "CpuSchedule.h"
 #include "GpuSchedule.h"
+#include "RotaryPositions.h"
 
 #include "mhagen/abi_model.hpp"
 #include "mhagen/backend/AbiWrapper.h"
@@ -323,9 +324,21 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
   Projection pv =
       hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias, keepF32, v);
   // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
-  in.q(v.c, v.hd, v.t, v.b) =
-      pq.out(v.hd * static_cast<int>(dk) + v.c, v.t, v.b);
-  in.k(v.c, v.g, v.t, v.b) = pk.out(v.g * static_cast<int>(dk) + v.c, v.t, v.b);
+  if (s.rope.enabled()) {
+    // q rotates as the attention reads it (once per head and token); k once
+    // per call, since every query tile reads it.
+    bp.rope = defineRotaryTable(s, v.j, v.t);
+    bp.rope->keys(v.c, v.g, v.t, v.b) =
+        rotateChannel(s, *bp.rope, pk.out, v.c, v.g, v.t, v.b);
+    in.q(v.c, v.hd, v.t, v.b) =
+        rotateChannel(s, *bp.rope, pq.out, v.c, v.hd, v.t, v.b);
+    in.k(v.c, v.g, v.t, v.b) = bp.rope->keys(v.c, v.g, v.t, v.b);
+  } else {
+    in.q(v.c, v.hd, v.t, v.b) =
+        pq.out(v.hd * static_cast<int>(dk) + v.c, v.t, v.b);
+    in.k(v.c, v.g, v.t, v.b) =
+        pk.out(v.g * static_cast<int>(dk) + v.c, v.t, v.b);
+  }
   in.v(v.c, v.g, v.t, v.b) = pv.out(v.g * static_cast<int>(dv) + v.c, v.t, v.b);
   in.tq = x.dim(1).extent();
   in.tkv = x.dim(1).extent();
@@ -420,6 +433,8 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
   for (size_t i = 0; i < 3; ++i)
     hl::scheduleProjectionCpu(bp.projections[i], bp.v, bp.projectionWidths[i],
                               p, /*isOutput=*/false);
+  if (bp.rope)
+    hl::scheduleRotaryCpu(*bp.rope, bp.v, p);
   bp.attention.out.compute_root();
   hl::scheduleAttentionCpu(bp.attention, bp.attention.out, bp.v, s, p);
   hl::scheduleProjectionCpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,

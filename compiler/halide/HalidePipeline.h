@@ -7,6 +7,7 @@
 #define MHAGEN_HALIDE_HALIDEPIPELINE_H
 
 #include "AttentionAlgorithm.h"
+#include "RotaryPositions.h"
 
 #include "mhagen/spec/AttentionSpec.h"
 #include "mhagen/spec/ScheduleParams.h"
@@ -36,6 +37,8 @@ struct BuiltPipeline {
   std::optional<AttentionStages> decode;
   Halide::Expr isDecode;
   std::vector<Projection> projections; ///< q, k, v, out (layer only)
+  /// The rotary table and rotated keys (layer with rope only).
+  std::optional<RotaryPositions> rope;
   std::vector<int64_t> projectionWidths;
   Halide::ImageParam kvLens;
 };

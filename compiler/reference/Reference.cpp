@@ -1,6 +1,7 @@
 #include "mhagen/reference/Reference.h"
 
 #include "mhagen/spec/CostModel.h"
+#include "mhagen/spec/Rope.h"
 #include "mhagen/spec/ScoreModifiers.h"
 
 #include <algorithm>
@@ -236,6 +237,30 @@ std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
   return out;
 }
 
+namespace {
+// Rotates the first rope.rotated(dk) channels of each of `heads` heads of
+// one token's projected row, at `position`, in double (the angle and its
+// cos and sin too, so the f64 reference is exact up to libm).
+template <typename Acc>
+void rotateRow(const RopeSpec &rope, int64_t dk, int64_t heads, double position,
+               Acc *row) {
+  const std::vector<double> inv = ropeInverseFrequencies(rope, dk);
+  const double gain = ropeAttentionFactor(rope);
+  const int64_t dim = rope.rotated(dk);
+  std::vector<Acc> head(static_cast<size_t>(dim));
+  for (int64_t i = 0; i < heads; ++i) {
+    Acc *x = row + i * dk;
+    std::copy(x, x + dim, head.begin());
+    for (int64_t c = 0; c < dim; ++c) {
+      const RopeLane lane = ropeLane(rope, dk, c);
+      const double angle = position * inv[static_cast<size_t>(lane.freq)];
+      x[c] = head[c] * Acc(std::cos(angle) * gain) +
+             Acc(lane.sign) * head[lane.partner] * Acc(std::sin(angle) * gain);
+    }
+  }
+}
+} // namespace
+
 template <typename Acc>
 std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
   const int64_t B = a.B, T = a.T, d = s.d, h = s.h, kv = s.n_kv;
@@ -256,6 +281,16 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
       project<Acc>(a.x, rows, d, a.wk, kv * dk, bias ? a.bk : nullptr);
   std::vector<Acc> V =
       project<Acc>(a.x, rows, d, a.wv, kv * dv, bias ? a.bv : nullptr);
+  // Rotary positions: token t of the call sits at position t.
+  if (s.rope.enabled())
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t) {
+        rotateRow(s.rope, dk, kv, static_cast<double>(t),
+                  &K[static_cast<size_t>((b * T + t) * kv * dk)]);
+        if (std::find(picked.begin(), picked.end(), t) != picked.end())
+          rotateRow(s.rope, dk, h, static_cast<double>(t),
+                    &Q[static_cast<size_t>((b * T + t) * h * dk)]);
+      }
   // Split heads by feature columns and attend: head i reads columns
   // i*dk..(i+1)*dk-1 of Q, and K/V head g = i / (h/kv).
   std::vector<Acc> O(static_cast<size_t>(rows * h * dv));

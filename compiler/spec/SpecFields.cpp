@@ -3,6 +3,8 @@
 // small functions first; each row then says only what is particular to it.
 #include "mhagen/spec/SpecFields.h"
 
+#include "mhagen/spec/Rope.h"
+
 #include "SpecText.h"
 
 #include <cctype>
@@ -560,6 +562,59 @@ SpecField scaleField() {
   return f;
 }
 
+SpecField ropeField() {
+  SpecField f;
+  f.name = "rope";
+  f.values = "`none`, `half(theta = T[, dim = R][, scaling = S])`, "
+             "`interleaved(...)`; S: `linear(factor = F)`, `llama3(factor = "
+             "F, low_freq_factor = L, high_freq_factor = H, "
+             "original_max_position_embeddings = N)`, `yarn(factor = F, "
+             "original_max_position_embeddings = N[, beta_fast = 32][, "
+             "beta_slow = 1][, attention_factor = A])`";
+  f.defaultText = "`none`";
+  f.meaning =
+      "rotary positions on q and k after the projections (`op = layer`): "
+      "the first `dim` channels of each head (default `dk`) rotate in pairs "
+      "(`half`: j with j + dim/2, Llama/GPT-NeoX; `interleaved`: 2j with "
+      "2j+1, GPT-J) by token position times `theta^(-2j/dim)`, scaled as "
+      "transformers does (design.md §1, \"Rotary positions\")";
+  // The text is parsed by the rope's own grammar (compiler/spec/Rope.cpp).
+  f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
+    return parseRope(v, s.rope);
+  });
+  f.flag = "--rope";
+  f.flagForm = FlagForm::Value;
+  f.flagHelp = "none (default) | half(theta = T[, dim = R][, scaling = S]) | "
+               "interleaved(...): rotary positions (op = layer)";
+  f.print = [](const Spec &s) -> std::optional<std::string> {
+    if (!s.rope.enabled())
+      return std::nullopt;
+    return s.rope.str();
+  };
+  f.key = [](const Spec &s) {
+    return s.rope.enabled() ? "rope=" + s.rope.str() : "";
+  };
+  f.namePart = [](const Spec &s) -> std::string {
+    if (!s.rope.enabled())
+      return "";
+    return std::string("_rope") +
+           (s.rope.pairing == RopePairing::Half ? "h" : "i") +
+           s.hash().substr(0, 6);
+  };
+  f.same = sameMember(&Spec::rope);
+  f.rule = [](const Spec &s) -> std::string {
+    if (!s.rope.enabled())
+      return "";
+    if (s.op != Op::Layer)
+      return "rotary positions are applied to the projected q and k: rope "
+             "needs op = layer (op = sdpa takes q and k already rotated)";
+    if (s.target.isGpu())
+      return cpuOnly(s, "rope");
+    return ropeRule(s.rope, s.d_k);
+  };
+  return f;
+}
+
 SpecField softcapField() {
   SpecField f;
   f.name = "softcap";
@@ -785,11 +840,11 @@ SpecField bField() {
 
 const std::vector<SpecField> &specFields() {
   static const std::vector<SpecField> fields = {
-      opField(),     dField(),    hField(),      kvField(),      dkField(),
-      dvField(),     maskField(), dtypeField(),  kvDtypeField(), kvCacheField(),
-      raggedField(), biasField(), scaleField(),  softcapField(), alibiField(),
-      sinksField(),  lseField(),  targetField(), backendField(), tField(),
-      tkvField(),    bField()};
+      opField(),     dField(),     hField(),     kvField(),      dkField(),
+      dvField(),     maskField(),  dtypeField(), kvDtypeField(), kvCacheField(),
+      raggedField(), biasField(),  ropeField(),  scaleField(),   softcapField(),
+      alibiField(),  sinksField(), lseField(),   targetField(),  backendField(),
+      tField(),      tkvField(),   bField()};
   return fields;
 }
 

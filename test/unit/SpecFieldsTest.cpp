@@ -83,7 +83,7 @@ TEST(SpecFields, EveryFieldTakesPartInEquality) {
     bool differed = false;
     for (const char *v :
          {"2", "64", "true", "learned", "runtime", "i8", "paged(16)", "causal",
-          "bf16", "0.5", "mlir", "avx2", "layer", "4"}) {
+          "bf16", "0.5", "mlir", "avx2", "layer", "4", "half(theta = 10000)"}) {
       AttentionSpec s = base;
       std::vector<SpecDiagnostic> diags;
       if (!f.parse(RawField{v, {}}, s, diags).empty() || !diags.empty())

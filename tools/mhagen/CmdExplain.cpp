@@ -6,10 +6,12 @@
 #include "mhagen/inspect/HeadInspection.h"
 #include "mhagen/machine/MachineModel.h"
 #include "mhagen/spec/CostModel.h"
+#include "mhagen/spec/Rope.h"
 #include "mhagen/spec/SpecParser.h"
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <iostream>
 #include <memory>
 
@@ -30,6 +32,31 @@ std::string targetSection(const Target &target, DType dtype) {
     name += " -> " + t.str();
   return "target " + name + " (the machine model its schedule reads):\n" +
          machineOf(t).describe();
+}
+
+// Rotary positions: which channels rotate and the inverse frequencies the
+// kernel embeds (compiler/spec/Rope.cpp).
+std::string ropeSection(const AttentionSpec &s) {
+  if (!s.rope.enabled())
+    return "";
+  const std::vector<double> inv = ropeInverseFrequencies(s.rope, s.d_k);
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "  rotated       %lld of %lld channels per head, %zu "
+                "frequencies (%.6g .. %.6g), cos/sin x %.6g\n",
+                static_cast<long long>(s.rope.rotated(s.d_k)),
+                static_cast<long long>(s.d_k), inv.size(), inv.front(),
+                inv.back(), ropeAttentionFactor(s.rope));
+  return "rope " + s.rope.str() + ":\n" + line;
+}
+
+nlohmann::ordered_json ropeJson(const AttentionSpec &s) {
+  nlohmann::ordered_json j;
+  j["text"] = s.rope.str();
+  j["rotated_channels"] = s.rope.rotated(s.d_k);
+  j["inv_freq"] = ropeInverseFrequencies(s.rope, s.d_k);
+  j["attention_factor"] = ropeAttentionFactor(s.rope);
+  return j;
 }
 
 nlohmann::ordered_json targetJson(const Target &target, DType dtype) {
@@ -107,6 +134,8 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
         nlohmann::ordered_json j =
             nlohmann::ordered_json::parse(costReportJson(specs[i], r));
         j["target"] = targetJson(specs[i].target, specs[i].dtype);
+        if (specs[i].rope.enabled())
+          j["rope"] = ropeJson(specs[i]);
         std::cout << (i ? ",\n" : "\n") << j.dump(2);
       }
       std::cout << "\n]\n";
@@ -114,6 +143,7 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
       for (size_t i = 0; i < specs.size(); ++i) {
         CostReport r = computeCost(specs[i], o->T, tkv, o->B, o->memBw);
         std::cout << (i ? "\n" : "") << formatCostReport(specs[i], r)
+                  << ropeSection(specs[i])
                   << targetSection(specs[i].target, specs[i].dtype);
       }
     }

@@ -8,11 +8,13 @@
 //
 //   op = sdpa : out = mha.attention(q, k, v)
 //   op = layer: per batch b: q/k/v = x[b] W_{q,k,v} (+ b) as linalg.matmul
-//               on [T, d] rows, expanded to heads; o = mha.attention(q, k,
-//               v); out[b] = merge(o) W_o (+ b_o)
+//               on [T, d] rows, expanded to heads (q and k rotated when
+//               the spec has rope); o = mha.attention(q, k, v); out[b] =
+//               merge(o) W_o (+ b_o)
 //
 // Sizes the spec fixes (B, T, T_kv) are static in the types.
 #include "KernelModule.h"
+#include "RotaryPositions.h"
 
 #include "mhagen/abi_model.hpp"
 #include "mhagen/backend/AbiWrapper.h"
@@ -314,6 +316,11 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
         Value q = heads(gemm(xb, t["w_q"], s.h * s.d_k, "b_q"), s.h, s.d_k);
         Value k =
             heads(gemm(xb, t["w_k"], s.n_kv * s.d_k, "b_k"), s.n_kv, s.d_k);
+        if (s.rope.enabled()) {
+          const auto table = rotaryTable(lb, l, s, T, tDyn);
+          q = rotateHeads(lb, l, s, q, table, tSize);
+          k = rotateHeads(lb, l, s, k, table, tSize);
+        }
         Value v =
             heads(gemm(xb, t["w_v"], s.n_kv * s.d_v, "b_v"), s.n_kv, s.d_v);
         Value lb1;

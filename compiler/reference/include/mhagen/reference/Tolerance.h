@@ -50,7 +50,11 @@ inline Tolerance toleranceFor(DType t, Op op) {
 /// all of f32 (measured against std::tanh), so a capped score moves by
 /// C * 3.3e-7 and an output (|v - o| <= 2) by twice that. ALiBi adds one
 /// f32 rounding of slope * distance, under 1e-6 for every key within 16
-/// of the row's max score (the ones with weight); sinks add none.
+/// of the row's max score (the ones with weight); sinks add none. rope adds
+/// none: both backends take each angle and its cos and sin in f64, as the
+/// reference does, and round cos and sin to f32 (2^-24 relative), below
+/// the f32 projections' own rounding; an f32 angle would not do (at
+/// position 10^5 it is off by ~4e-3 rad).
 inline Tolerance toleranceFor(const AttentionSpec &s) {
   Tolerance tol = toleranceFor(s.dtype, s.op);
   if (s.softcap)

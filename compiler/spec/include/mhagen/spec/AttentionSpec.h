@@ -4,6 +4,8 @@
 #ifndef MHAGEN_SPEC_ATTENTIONSPEC_H
 #define MHAGEN_SPEC_ATTENTIONSPEC_H
 
+#include "mhagen/spec/Rope.h"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -138,7 +140,10 @@ struct AttentionSpec {
   /// first kv_lens[b] cache positions. The runtime calls the kernel once
   /// per sequence. false: every sequence has T_q queries.
   bool ragged = false;
-  bool bias = false;           ///< projection biases (op = layer only)
+  bool bias = false; ///< projection biases (op = layer only)
+  /// Rotary positions on q and k after the projections (op = layer only;
+  /// mhagen/spec/Rope.h).
+  RopeSpec rope;
   std::optional<double> scale; ///< unset: 1/sqrt(d_k)
   /// `scale = runtime`: the scale is a call argument (scale [1] f32) and
   /// `scale` stays unset; the compiled-in scale is the default.

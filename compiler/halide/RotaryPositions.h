@@ -1,0 +1,39 @@
+// Rotary positions (the spec's `rope`) in the Halide layer: the cos and sin
+// of every (frequency, token) pair, computed once per call in double, and
+// the rotation of a projected head's channels as plain math
+// (docs/design.md §1, "Rotary positions").
+#ifndef MHAGEN_HALIDE_ROTARYPOSITIONS_H
+#define MHAGEN_HALIDE_ROTARYPOSITIONS_H
+
+#include "mhagen/spec/AttentionSpec.h"
+
+#include <Halide.h>
+
+namespace mhagen::hl {
+
+struct RotaryPositions {
+  /// cosSin(j, t) = (cos, sin) of token t's angle at frequency j, in f32,
+  /// times the attention factor.
+  Halide::Func cosSin;
+  /// The keys rotated once per call: keys(c, g, t, b), channel c of key
+  /// head g.
+  Halide::Func keys;
+};
+
+/// The table for `spec.rope` (enabled) over tokens `t`: inverse
+/// frequencies from the spec, embedded as constants.
+RotaryPositions defineRotaryTable(const AttentionSpec &spec, Halide::Var j,
+                                  Halide::Var t);
+/// Channel c of head `head` of `proj` (out(n, t, b), head i in columns
+/// i*dk..(i+1)*dk-1) after the rotation: x[c] cos - x[partner] sin for the
+/// first of a pair, x[c] cos + x[partner] sin for the second; unrotated
+/// channels pass. c and head are separate so that bounds inference keeps
+/// every read inside the head.
+Halide::Expr rotateChannel(const AttentionSpec &spec,
+                           const RotaryPositions &rope, Halide::Func proj,
+                           Halide::Expr c, Halide::Expr head, Halide::Expr t,
+                           Halide::Expr b);
+
+} // namespace mhagen::hl
+
+#endif
