@@ -7,21 +7,7 @@
 # MHAGEN_PEERS_VENV: the environment (default .venv-peers, git-ignored).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV="${MHAGEN_PEERS_VENV:-.venv-peers}"
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
-  python3 -m venv "$VENV"
-  # torch's wheel pins CUDA packages it does not need on the CPU: install it
-  # without them, then the pure-Python dependencies and the four libraries
-  # libtorch links against.
-  "$VENV/bin/pip" install -q --no-deps torch
-  "$VENV/bin/pip" install -q filelock typing-extensions sympy networkx jinja2 \
-    fsspec numpy "setuptools>=77.0.3"
-  "$VENV/bin/pip" install -q --no-deps nvidia-cusparselt-cu13 \
-    nvidia-nvshmem-cu13 nvidia-cufile nvidia-nccl-cu13
-fi
-if ! "$VENV/bin/python" -c 'import openvino' 2>/dev/null; then
-  "$VENV/bin/pip" install -q openvino
-fi
+VENV="$(bash bench/peers_venv.sh openvino)"
 results="$(bash bench/results_dir.sh)"
 out="$results/$(date +%Y%m%d-%H%M%S)-peers.jsonl"
 {
