@@ -229,6 +229,25 @@ void sdpaBody(OpBuilder &b, Location loc, const AttentionSpec &s,
 // Batches are a sequential loop around the layer of one sequence: every op
 // below then has at most one dynamic dimension (T), which keeps the head
 // split (expand [T, h*dk] -> [1, T, h, dk]) well defined.
+// f32 rows [T, n] in the element type of `type` (a copy when it is f32).
+Value narrowRows(OpBuilder &b, Location l, Value y, RankedTensorType type,
+                 ValueRange tDyn) {
+  AffineMap id2 = b.getMultiDimIdentityMap(2);
+  Value init = b.create<tensor::EmptyOp>(l, type, tDyn);
+  return b
+      .create<linalg::GenericOp>(
+          l, TypeRange{type}, ValueRange{y}, ValueRange{init},
+          ArrayRef<AffineMap>{id2, id2},
+          SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+          [&](OpBuilder &g, Location gl, ValueRange args) {
+            Value r = args[0];
+            if (r.getType() != args[1].getType())
+              r = g.create<arith::TruncFOp>(gl, args[1].getType(), r);
+            g.create<linalg::YieldOp>(gl, r);
+          })
+      .getResult(0);
+}
+
 void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
                std::map<std::string, Value> &a) {
   const Type et = elementType(b, s.dtype);
@@ -344,19 +363,7 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
             l, rows(hdv, f32), att,
             ArrayRef<ReassociationIndices>{{0, 1}, {2, 3}});
         Value y = gemm(merged, t["w_o"], D, "b_o");
-        auto ob = rows(D, et);
-        Value cvt = lb.create<tensor::EmptyOp>(l, ob, tDyn);
-        Value yout =
-            lb.create<linalg::GenericOp>(
-                  l, TypeRange{ob}, ValueRange{y}, ValueRange{cvt},
-                  ArrayRef<AffineMap>{id2, id2}, par2,
-                  [&](OpBuilder &g, Location gl, ValueRange args) {
-                    Value r = args[0];
-                    if (r.getType() != args[1].getType())
-                      r = g.create<arith::TruncFOp>(gl, args[1].getType(), r);
-                    g.create<linalg::YieldOp>(gl, r);
-                  })
-                .getResult(0);
+        Value yout = narrowRows(lb, l, y, rows(D, et), tDyn);
         Value next = lb.create<tensor::InsertSliceOp>(
             l, yout, acc,
             ArrayRef<OpFoldResult>{bIv, lb.getIndexAttr(0), lb.getIndexAttr(0)},
