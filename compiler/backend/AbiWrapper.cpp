@@ -24,6 +24,10 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
   shape.scale = s.scaleAtRuntime;
   shape.kvBlock = s.op == Op::Sdpa ? s.kv_block : 0;
   shape.ragged = s.op == Op::Sdpa && s.ragged;
+  static const abi::AbiShape::Norm norms[] = {abi::AbiShape::Norm::None,
+                                              abi::AbiShape::Norm::Head,
+                                              abi::AbiShape::Norm::Projection};
+  shape.qkNorm = norms[static_cast<int>(s.qk_norm.scope)];
   return shape;
 }
 

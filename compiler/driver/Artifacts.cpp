@@ -50,6 +50,9 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
   m.spec.kv_block = s.kv_block;
   m.spec.ragged = s.op == Op::Sdpa && s.ragged;
   m.spec.bias = s.bias;
+  m.spec.qk_norm = s.qk_norm.scope == QkNormScope::Head         ? "head"
+                   : s.qk_norm.scope == QkNormScope::Projection ? "projection"
+                                                                : "none";
   m.spec.scaleAtRuntime = s.scaleAtRuntime;
   m.spec.scale = s.scaleAtRuntime ? 0.0 : s.effectiveScale();
   m.spec.softcap = s.softcap.value_or(0.0);

@@ -585,12 +585,28 @@ void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
                         static_cast<int>(nBlock));
 }
 
-void scheduleRotaryCpu(RotaryPositions rope, const AttentionVars &v,
-                       const ScheduleParams &p) {
+void scheduleRotaryCpu(RotaryPositions rope, const AttentionVars &v) {
   // The table's f64 cos and sin are calls to libm, one per lane: it is not
-  // vectorized. The keys are read by every query tile: rotate them once.
+  // vectorized.
   rope.cosSin.compute_root().parallel(v.t);
-  rope.keys.compute_root().parallel(v.t).vectorize(
+}
+
+void scheduleRmsNormCpu(RmsNorm norm, const AttentionVars &v,
+                        const ScheduleParams &p) {
+  // One root per (group, token), before the attention; the normalised
+  // columns are inlined where they are read.
+  norm.invRms.compute_root().parallel(v.t);
+  norm.squares.compute_at(norm.invRms, v.t);
+  // A group's squares are summed across the vector lanes (an associative
+  // sum), when the lanes divide the group.
+  const int vw = static_cast<int>(get(p, "vector_width"));
+  if (norm.width % vw == 0)
+    norm.squares.update().atomic().vectorize(norm.channels.x, vw);
+}
+
+void scheduleKeysOnceCpu(Func keys, const AttentionVars &v,
+                         const ScheduleParams &p) {
+  keys.compute_root().parallel(v.t).vectorize(
       v.c, static_cast<int>(get(p, "vector_width")), TailStrategy::GuardWithIf);
 }
 

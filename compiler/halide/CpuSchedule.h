@@ -5,6 +5,7 @@
 
 #include "AttentionAlgorithm.h"
 #include "HalideTargets.h"
+#include "QkNorm.h"
 #include "RotaryPositions.h"
 
 #include "mhagen/spec/ScheduleParams.h"
@@ -72,10 +73,15 @@ void scheduleProjectionCpu(Projection proj, const AttentionVars &v,
                            int64_t outFeatures, const ScheduleParams &p,
                            bool isOutput);
 
-/// Rotary positions: the cos/sin table and the rotated keys, each computed
-/// once per call, parallel over tokens.
-void scheduleRotaryCpu(RotaryPositions rope, const AttentionVars &v,
-                       const ScheduleParams &p);
+/// Rotary positions: the cos/sin table, computed once per call.
+void scheduleRotaryCpu(RotaryPositions rope, const AttentionVars &v);
+/// QK-norm: each group's inverse RMS once per call; the normalised
+/// columns are inlined into their readers.
+void scheduleRmsNormCpu(RmsNorm norm, const AttentionVars &v,
+                        const ScheduleParams &p);
+/// The keys after QK-norm and rotary positions, once per call.
+void scheduleKeysOnceCpu(Halide::Func keys, const AttentionVars &v,
+                         const ScheduleParams &p);
 
 } // namespace mhagen::hl
 

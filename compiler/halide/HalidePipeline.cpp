@@ -323,21 +323,34 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
       hl::defineProjection("k_proj", xf, d, wkf, bk, s.bias, keepF32, v);
   Projection pv =
       hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias, keepF32, v);
-  // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
-  if (s.rope.enabled()) {
-    // q rotates as the attention reads it (once per head and token); k once
-    // per call, since every query tile reads it.
+  // QK-norm, then rotary positions, on the projected columns.
+  Func qCols = pq.out, kCols = pk.out;
+  if (s.qk_norm.enabled()) {
+    Func qw("q_norm_f"), kw("k_norm_f");
+    qw(v.n) = f32(param("q_norm")(v.n));
+    kw(v.n) = f32(param("k_norm")(v.n));
+    bp.qNorm = hl::defineRmsNorm("q", s, pq.out, qw, h, v.n, v.t, v.b);
+    bp.kNorm = hl::defineRmsNorm("k", s, pk.out, kw, kv, v.n, v.t, v.b);
+    qCols = bp.qNorm->normed;
+    kCols = bp.kNorm->normed;
+  }
+  if (s.rope.enabled())
     bp.rope = defineRotaryTable(s, v.j, v.t);
-    bp.rope->keys(v.c, v.g, v.t, v.b) =
-        rotateChannel(s, *bp.rope, pk.out, v.c, v.g, v.t, v.b);
-    in.q(v.c, v.hd, v.t, v.b) =
-        rotateChannel(s, *bp.rope, pq.out, v.c, v.hd, v.t, v.b);
-    in.k(v.c, v.g, v.t, v.b) = bp.rope->keys(v.c, v.g, v.t, v.b);
+  // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
+  auto channel = [&](Func cols, Expr c, Expr head) {
+    return s.rope.enabled()
+               ? rotateChannel(s, *bp.rope, cols, c, head, v.t, v.b)
+               : cols(head * static_cast<int>(dk) + c, v.t, v.b);
+  };
+  // q is normalised and rotated as the attention reads it (once per head
+  // and token); k once per call, since every query tile reads it.
+  in.q(v.c, v.hd, v.t, v.b) = channel(qCols, v.c, v.hd);
+  if (s.rope.enabled() || s.qk_norm.enabled()) {
+    bp.keys = Func("k_final");
+    (*bp.keys)(v.c, v.g, v.t, v.b) = channel(kCols, v.c, v.g);
+    in.k(v.c, v.g, v.t, v.b) = (*bp.keys)(v.c, v.g, v.t, v.b);
   } else {
-    in.q(v.c, v.hd, v.t, v.b) =
-        pq.out(v.hd * static_cast<int>(dk) + v.c, v.t, v.b);
-    in.k(v.c, v.g, v.t, v.b) =
-        pk.out(v.g * static_cast<int>(dk) + v.c, v.t, v.b);
+    in.k(v.c, v.g, v.t, v.b) = channel(kCols, v.c, v.g);
   }
   in.v(v.c, v.g, v.t, v.b) = pv.out(v.g * static_cast<int>(dv) + v.c, v.t, v.b);
   in.tq = x.dim(1).extent();
@@ -434,7 +447,13 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
     hl::scheduleProjectionCpu(bp.projections[i], bp.v, bp.projectionWidths[i],
                               p, /*isOutput=*/false);
   if (bp.rope)
-    hl::scheduleRotaryCpu(*bp.rope, bp.v, p);
+    hl::scheduleRotaryCpu(*bp.rope, bp.v);
+  if (bp.qNorm) {
+    hl::scheduleRmsNormCpu(*bp.qNorm, bp.v, p);
+    hl::scheduleRmsNormCpu(*bp.kNorm, bp.v, p);
+  }
+  if (bp.keys)
+    hl::scheduleKeysOnceCpu(*bp.keys, bp.v, p);
   bp.attention.out.compute_root();
   hl::scheduleAttentionCpu(bp.attention, bp.attention.out, bp.v, s, p);
   hl::scheduleProjectionCpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,

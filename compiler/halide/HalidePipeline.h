@@ -7,6 +7,7 @@
 #define MHAGEN_HALIDE_HALIDEPIPELINE_H
 
 #include "AttentionAlgorithm.h"
+#include "QkNorm.h"
 #include "RotaryPositions.h"
 
 #include "mhagen/spec/AttentionSpec.h"
@@ -37,8 +38,13 @@ struct BuiltPipeline {
   std::optional<AttentionStages> decode;
   Halide::Expr isDecode;
   std::vector<Projection> projections; ///< q, k, v, out (layer only)
-  /// The rotary table and rotated keys (layer with rope only).
+  /// The rotary table (layer with rope only).
   std::optional<RotaryPositions> rope;
+  /// The RMSNorms of q and k (layer with qk_norm only).
+  std::optional<RmsNorm> qNorm, kNorm;
+  /// keys(c, g, t, b): the keys normalised and rotated once per call, since
+  /// every query tile reads them (layer with qk_norm or rope only).
+  std::optional<Halide::Func> keys;
   std::vector<int64_t> projectionWidths;
   Halide::ImageParam kvLens;
 };

@@ -22,7 +22,6 @@ RotaryPositions defineRotaryTable(const AttentionSpec &s, Var j, Var t) {
   const Expr g = Expr(gain);
   r.cosSin(j, t) =
       Tuple(cast<float>(cos(angle) * g), cast<float>(sin(angle) * g));
-  r.keys = Func("k_rope");
   return r;
 }
 

@@ -15,9 +15,6 @@ struct RotaryPositions {
   /// cosSin(j, t) = (cos, sin) of token t's angle at frequency j, in f32,
   /// times the attention factor.
   Halide::Func cosSin;
-  /// The keys rotated once per call: keys(c, g, t, b), channel c of key
-  /// head g.
-  Halide::Func keys;
 };
 
 /// The table for `spec.rope` (enabled) over tokens `t`: inverse

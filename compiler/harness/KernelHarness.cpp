@@ -143,6 +143,10 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
         inputs_[t->name].f32.assign(n, static_cast<float>(o.scale));
       continue;
     }
+    case abi::Role::NormWeight: // gains around 1, in the spec's dtype
+      inputs_[t->name] = make(n, 0.5f, 1.5f, seed + next++,
+                              abi::scalarOf(*t, shape), n, nullptr, false);
+      continue;
     case abi::Role::SinkLogit: // around the scores' own range
     case abi::Role::Slope: {   // positive
       const bool sink = t->role == abi::Role::SinkLogit;
@@ -405,6 +409,8 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
   a.bk = input("b_k");
   a.bv = input("b_v");
   a.bo = input("b_o");
+  a.qNorm = input("q_norm"); // nullptr without qk_norm
+  a.kNorm = input("k_norm");
   a.kvLens = lens_.empty() ? nullptr : lens_.data();
   a.modifiers = modifierArgs();
   a.lse = lse;

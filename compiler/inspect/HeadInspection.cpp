@@ -21,15 +21,23 @@ HeadWeights rebuildHeadWeights(const AttentionSpec &s, const LayerCall &c) {
                                 "required, with T >= 1");
   if ((s.bias && (!c.bq || !c.bk)) || (s.sinks && !c.sinks) ||
       (s.alibi == AlibiSlopes::Runtime && !c.alibiSlopes) ||
-      (s.scaleAtRuntime && !c.scale))
+      (s.scaleAtRuntime && !c.scale) ||
+      (s.qk_norm.enabled() && (!c.qNorm || !c.kNorm)))
     throw std::invalid_argument("head inspection: the spec's biases, sinks, "
-                                "slopes or scale are missing");
+                                "slopes, scale or norm weights are missing");
   const int64_t T = c.T, h = s.h, dk = s.d_k, group = s.groupSize();
-  // Q and K of every head, in f64 (the reference's projections).
-  const std::vector<double> q =
+  // Q and K of every head, in f64 (the reference's projections, QK-norm
+  // and rotary positions).
+  std::vector<double> q =
       ref::project<double>(c.x, T, s.d, c.wq, h * dk, s.bias ? c.bq : nullptr);
-  const std::vector<double> k = ref::project<double>(
-      c.x, T, s.d, c.wk, s.n_kv * dk, s.bias ? c.bk : nullptr);
+  std::vector<double> k = ref::project<double>(c.x, T, s.d, c.wk, s.n_kv * dk,
+                                               s.bias ? c.bk : nullptr);
+  const ref::QkTransform transform(s);
+  for (int64_t t = 0; t < T; ++t) {
+    transform.apply(h, c.qNorm, t, &q[static_cast<size_t>(t * h * dk)]);
+    transform.apply(s.n_kv, c.kNorm, t,
+                    &k[static_cast<size_t>(t * s.n_kv * dk)]);
+  }
   const double scale = s.scaleAtRuntime ? *c.scale : s.effectiveScale();
   std::vector<double> slopes(static_cast<size_t>(h), 0.0);
   if (s.alibi == AlibiSlopes::Standard) {

@@ -237,15 +237,40 @@ std::vector<Acc> sdpa(const AttentionSpec &s, const SdpaArgs &a) {
   return out;
 }
 
-namespace {
-// Rotates the first rope.rotated(dk) channels of each of `heads` heads of
-// one token's projected row, at `position`, in double (the angle and its
-// cos and sin too, so the f64 reference is exact up to libm).
+QkTransform::QkTransform(const AttentionSpec &s) : spec_(s) {
+  if (s.rope.enabled()) {
+    invFreq_ = ropeInverseFrequencies(s.rope, s.d_k);
+    gain_ = ropeAttentionFactor(s.rope);
+  }
+}
+
 template <typename Acc>
-void rotateRow(const RopeSpec &rope, int64_t dk, int64_t heads, double position,
-               Acc *row) {
-  const std::vector<double> inv = ropeInverseFrequencies(rope, dk);
-  const double gain = ropeAttentionFactor(rope);
+void QkTransform::apply(int64_t heads, const float *normWeight,
+                        int64_t position, Acc *row) const {
+  const int64_t dk = spec_.d_k;
+  const QkNormSpec &norm = spec_.qk_norm;
+  if (norm.enabled()) {
+    // One root mean square per group of groupWidth channels, then each
+    // channel's weight.
+    if (!normWeight)
+      throw std::invalid_argument("reference: qk_norm is set but its "
+                                  "weights are missing");
+    const int64_t width = norm.groupWidth(heads, dk);
+    for (int64_t g = 0; g < heads * dk / width; ++g) {
+      Acc *x = row + g * width;
+      Acc squares = 0;
+      for (int64_t c = 0; c < width; ++c)
+        squares += x[c] * x[c];
+      const Acc inv = Acc(1) / std::sqrt(squares / Acc(width) + Acc(norm.eps));
+      for (int64_t c = 0; c < width; ++c)
+        x[c] = x[c] * inv * Acc(normWeight[c]);
+    }
+  }
+  const RopeSpec &rope = spec_.rope;
+  if (!rope.enabled())
+    return;
+  // The first rope.rotated(dk) channels of each head rotate; the angle and
+  // its cos and sin in double, so the f64 reference is exact up to libm.
   const int64_t dim = rope.rotated(dk);
   std::vector<Acc> head(static_cast<size_t>(dim));
   for (int64_t i = 0; i < heads; ++i) {
@@ -253,13 +278,13 @@ void rotateRow(const RopeSpec &rope, int64_t dk, int64_t heads, double position,
     std::copy(x, x + dim, head.begin());
     for (int64_t c = 0; c < dim; ++c) {
       const RopeLane lane = ropeLane(rope, dk, c);
-      const double angle = position * inv[static_cast<size_t>(lane.freq)];
-      x[c] = head[c] * Acc(std::cos(angle) * gain) +
-             Acc(lane.sign) * head[lane.partner] * Acc(std::sin(angle) * gain);
+      const double angle = static_cast<double>(position) *
+                           invFreq_[static_cast<size_t>(lane.freq)];
+      x[c] = head[c] * Acc(std::cos(angle) * gain_) +
+             Acc(lane.sign) * head[lane.partner] * Acc(std::sin(angle) * gain_);
     }
   }
 }
-} // namespace
 
 template <typename Acc>
 std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
@@ -281,16 +306,17 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
       project<Acc>(a.x, rows, d, a.wk, kv * dk, bias ? a.bk : nullptr);
   std::vector<Acc> V =
       project<Acc>(a.x, rows, d, a.wv, kv * dv, bias ? a.bv : nullptr);
-  // Rotary positions: token t of the call sits at position t.
-  if (s.rope.enabled())
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < T; ++t) {
-        rotateRow(s.rope, dk, kv, static_cast<double>(t),
-                  &K[static_cast<size_t>((b * T + t) * kv * dk)]);
-        if (std::find(picked.begin(), picked.end(), t) != picked.end())
-          rotateRow(s.rope, dk, h, static_cast<double>(t),
-                    &Q[static_cast<size_t>((b * T + t) * h * dk)]);
-      }
+  // QK-norm, then rotary positions: token t of the call sits at position
+  // t.
+  const QkTransform transform(s);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t)
+      transform.apply(kv, a.kNorm, t,
+                      &K[static_cast<size_t>((b * T + t) * kv * dk)]);
+    for (int64_t t : picked)
+      transform.apply(h, a.qNorm, t,
+                      &Q[static_cast<size_t>((b * T + t) * h * dk)]);
+  }
   // Split heads by feature columns and attend: head i reads columns
   // i*dk..(i+1)*dk-1 of Q, and K/V head g = i / (h/kv).
   std::vector<Acc> O(static_cast<size_t>(rows * h * dv));
@@ -344,6 +370,10 @@ template std::vector<double> project(const float *, int64_t, int64_t,
                                      const float *, int64_t, const float *);
 template std::vector<float> sdpa(const AttentionSpec &, const SdpaArgs &);
 template std::vector<double> sdpa(const AttentionSpec &, const SdpaArgs &);
+template void QkTransform::apply(int64_t, const float *, int64_t,
+                                 float *) const;
+template void QkTransform::apply(int64_t, const float *, int64_t,
+                                 double *) const;
 template std::vector<float> layer(const AttentionSpec &, const LayerArgs &);
 template std::vector<double> layer(const AttentionSpec &, const LayerArgs &);
 

@@ -46,8 +46,7 @@ int64_t visitedPairs(const MaskSpec &m, int64_t Tq, int64_t Tkv) {
   return count;
 }
 
-int64_t visitedKeys(const MaskSpec &m, int64_t Tq, int64_t Tkv,
-                    int64_t kvLen) {
+int64_t visitedKeys(const MaskSpec &m, int64_t Tq, int64_t Tkv, int64_t kvLen) {
   if (m.isNone())
     return Tkv;
   // A clause's key range only moves forward from row to row and the ranges
@@ -100,8 +99,11 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
     r.paramsWo = s.h * s.d_v * s.d;
     if (s.bias)
       r.paramsBias = s.h * s.d_k + s.n_kv * s.d_k + s.n_kv * s.d_v + s.d;
-    r.paramsTotal =
-        r.paramsWq + r.paramsWk + r.paramsWv + r.paramsWo + r.paramsBias;
+    if (s.qk_norm.enabled())
+      r.paramsNorm = s.qk_norm.groupWidth(s.h, s.d_k) +
+                     s.qk_norm.groupWidth(s.n_kv, s.d_k);
+    r.paramsTotal = r.paramsWq + r.paramsWk + r.paramsWv + r.paramsWo +
+                    r.paramsBias + r.paramsNorm;
     r.flopsProjections = Bd * (2.0 * r.Tq * s.d * s.h * s.d_k +
                                2.0 * r.Tkv * s.d * s.n_kv * (s.d_k + s.d_v) +
                                2.0 * r.Tq * s.h * s.d_v * s.d);
@@ -193,6 +195,8 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
     mat("W_V", s.d, s.n_kv * s.d_v, r.paramsWv);
     mat("W_O", s.h * s.d_v, s.d, r.paramsWo);
     os << "  biases " << withCommas(r.paramsBias) << "\n";
+    if (s.qk_norm.enabled())
+      os << "  norms  " << withCommas(r.paramsNorm) << " (q_norm, k_norm)\n";
     os << "  total  " << withCommas(r.paramsTotal) << "\n";
   } else {
     os << "  none (op = sdpa takes Q, K, V; the projections are outside "
@@ -280,6 +284,8 @@ std::string costReportJson(const AttentionSpec &s, const CostReport &r) {
   p["W_V"] = r.paramsWv;
   p["W_O"] = r.paramsWo;
   p["biases"] = r.paramsBias;
+  if (s.qk_norm.enabled())
+    p["norms"] = r.paramsNorm;
   p["total"] = r.paramsTotal;
   j["parameters"] = p;
   nlohmann::ordered_json f;

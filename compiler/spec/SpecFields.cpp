@@ -3,6 +3,7 @@
 // small functions first; each row then says only what is particular to it.
 #include "mhagen/spec/SpecFields.h"
 
+#include "mhagen/spec/QkNorm.h"
 #include "mhagen/spec/Rope.h"
 
 #include "SpecText.h"
@@ -562,6 +563,56 @@ SpecField scaleField() {
   return f;
 }
 
+SpecField qkNormField() {
+  SpecField f;
+  f.name = "qk_norm";
+  f.values = "`none`, `head[(eps = E)]`, `projection[(eps = E)]`";
+  f.defaultText = "`none`";
+  f.meaning =
+      "RMSNorm of q and k after the projections and before `rope` (`op = "
+      "layer`): `head` per head with weights `q_norm [dk]`, `k_norm [dk]` "
+      "(Qwen3, Gemma 3), `projection` over a token's whole projection with "
+      "`q_norm [h*dk]`, `k_norm [kv*dk]` (OLMo 2); eps default 1e-6 "
+      "(design.md §1, \"QK-norm\")";
+  f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
+    return parseQkNorm(v, s.qk_norm);
+  });
+  f.flag = "--qk-norm";
+  f.flagForm = FlagForm::Value;
+  f.flagHelp = "none (default) | head[(eps = E)] | projection[(eps = E)]: "
+               "RMSNorm of q and k (op = layer)";
+  f.print = [](const Spec &s) -> std::optional<std::string> {
+    if (!s.qk_norm.enabled())
+      return std::nullopt;
+    return s.qk_norm.str();
+  };
+  f.key = [](const Spec &s) {
+    return s.qk_norm.enabled() ? "qk_norm=" + s.qk_norm.str() : "";
+  };
+  f.namePart = [](const Spec &s) -> std::string {
+    if (!s.qk_norm.enabled())
+      return "";
+    const QkNormSpec defaults;
+    return std::string("_qkn") +
+           (s.qk_norm.scope == QkNormScope::Head ? "h" : "p") +
+           (s.qk_norm.eps == defaults.eps
+                ? ""
+                : "_eps" + identifierText(formatDouble(s.qk_norm.eps)));
+  };
+  f.same = sameMember(&Spec::qk_norm);
+  f.rule = [](const Spec &s) -> std::string {
+    if (!s.qk_norm.enabled())
+      return "";
+    if (s.op != Op::Layer)
+      return "QK-norm normalises the projected q and k: qk_norm needs op = "
+             "layer (op = sdpa takes q and k already normalised)";
+    if (s.target.isGpu())
+      return cpuOnly(s, "qk_norm");
+    return qkNormRule(s.qk_norm);
+  };
+  return f;
+}
+
 SpecField ropeField() {
   SpecField f;
   f.name = "rope";
@@ -840,11 +891,12 @@ SpecField bField() {
 
 const std::vector<SpecField> &specFields() {
   static const std::vector<SpecField> fields = {
-      opField(),     dField(),     hField(),     kvField(),      dkField(),
-      dvField(),     maskField(),  dtypeField(), kvDtypeField(), kvCacheField(),
-      raggedField(), biasField(),  ropeField(),  scaleField(),   softcapField(),
-      alibiField(),  sinksField(), lseField(),   targetField(),  backendField(),
-      tField(),      tkvField(),   bField()};
+      opField(),      dField(),       hField(),      kvField(),
+      dkField(),      dvField(),      maskField(),   dtypeField(),
+      kvDtypeField(), kvCacheField(), raggedField(), biasField(),
+      qkNormField(),  ropeField(),    scaleField(),  softcapField(),
+      alibiField(),   sinksField(),   lseField(),    targetField(),
+      backendField(), tField(),       tkvField(),    bField()};
   return fields;
 }
 

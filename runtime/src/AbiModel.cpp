@@ -80,6 +80,8 @@ private:
 
 const char *const kBiasAbsent =
     "bias pointers given but this kernel's spec has bias = false";
+const char *const kQkNormAbsent =
+    "q_norm or k_norm given but this kernel's spec has qk_norm = none";
 const char *const kLseAbsent =
     "lse given but this kernel's spec has no lse (lse = true)";
 
@@ -204,6 +206,33 @@ std::vector<TensorModel> buildTable() {
           .role(Role::Bias)
           .dims({{{S::D}}})
           .ifGivenButAbsent(kBiasAbsent),
+      // qk_norm: the RMSNorm gains of the projected q and k.
+      TensorRow(MHAGEN_ABI_PTR(q_norm), "query norm weight")
+          .when(Presence::QkNormHead)
+          .role(Role::NormWeight)
+          .dims({{{S::Dk}}})
+          .ifGivenButAbsent(kQkNormAbsent)
+          .ifMissing(" but qk_norm = head: pass dk query norm weights"),
+      TensorRow(MHAGEN_ABI_PTR(k_norm), "key norm weight")
+          .when(Presence::QkNormHead)
+          .role(Role::NormWeight)
+          .dims({{{S::Dk}}})
+          .ifGivenButAbsent(kQkNormAbsent)
+          .ifMissing(" but qk_norm = head: pass dk key norm weights"),
+      TensorRow(MHAGEN_ABI_PTR(q_norm), "query norm weight")
+          .when(Presence::QkNormProjection)
+          .role(Role::NormWeight)
+          .dims({{{S::H, S::Dk}}})
+          .ifGivenButAbsent(kQkNormAbsent)
+          .ifMissing(" but qk_norm = projection: pass h*dk query norm "
+                     "weights"),
+      TensorRow(MHAGEN_ABI_PTR(k_norm), "key norm weight")
+          .when(Presence::QkNormProjection)
+          .role(Role::NormWeight)
+          .dims({{{S::KvHeads, S::Dk}}})
+          .ifGivenButAbsent(kQkNormAbsent)
+          .ifMissing(" but qk_norm = projection: pass kv*dk key norm "
+                     "weights"),
       // Mask `padding`: batch b sees keys [0, kv_lens[b]); a paged cache
       // or a ragged batch: sequence b's length.
       TensorRow(MHAGEN_ABI_PTR(kv_lens), "keys per batch")
@@ -374,6 +403,10 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
     return s.lse && !(!s.layer && s.ragged);
   case Presence::Scale:
     return s.scale;
+  case Presence::QkNormHead:
+    return s.layer && s.qkNorm == AbiShape::Norm::Head;
+  case Presence::QkNormProjection:
+    return s.layer && s.qkNorm == AbiShape::Norm::Projection;
   }
   return false;
 }
@@ -578,7 +611,9 @@ std::string docTable() {
                                "paged",
                                "paged, kv_dtype i8",
                                "ragged",
-                               "ragged, lse"};
+                               "ragged, lse",
+                               "layer, qk_norm head",
+                               "layer, qk_norm projection"};
   std::string out;
   for (const TensorModel &t : allTensors()) {
     std::string line = std::string(" *   ") + t.name;

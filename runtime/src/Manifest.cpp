@@ -37,6 +37,7 @@ std::string KernelManifest::toJson() const {
   s["kv_block"] = spec.kv_block;
   s["ragged"] = spec.ragged;
   s["bias"] = spec.bias;
+  s["qk_norm"] = spec.qk_norm;
   s["scale"] = spec.scaleAtRuntime ? ojson("runtime") : ojson(spec.scale);
   s["softcap"] = spec.softcap;
   s["alibi"] = spec.alibi;
@@ -218,11 +219,11 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     m.symbol = str(j, "symbol", "");
     m.kernelName = str(j, "kernel_name", "");
     const ojson &s = field(j, "spec", "");
-    onlyKnown(s, {"hash",  "semantic_key", "canonical", "op",    "d",
-                  "h",     "d_k",          "d_v",       "n_kv",  "mask",
-                  "dtype", "kv_dtype",     "bias",      "scale", "softcap",
-                  "alibi", "sinks",        "lse",       "T",     "T_kv",
-                  "B",     "kv_block",     "ragged"},
+    onlyKnown(s, {"hash",  "semantic_key", "canonical", "op",     "d",
+                  "h",     "d_k",          "d_v",       "n_kv",   "mask",
+                  "dtype", "kv_dtype",     "bias",      "scale",  "softcap",
+                  "alibi", "sinks",        "lse",       "T",      "T_kv",
+                  "B",     "kv_block",     "ragged",    "qk_norm"},
               "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);
@@ -250,6 +251,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     if (s.contains("ragged"))
       m.spec.ragged = boolean(s, "ragged", sp);
     m.spec.bias = boolean(s, "bias", sp);
+    if (s.contains("qk_norm"))
+      m.spec.qk_norm = str(s, "qk_norm", sp);
     const ojson &scale = field(s, "scale", sp);
     if (scale.is_string() && scale.get<std::string>() == "runtime") {
       m.spec.scaleAtRuntime = true;
@@ -335,6 +338,12 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
                 m.spec.alibi + "'");
   if (m.spec.bias && m.spec.op != "layer")
     return fail("spec.bias needs op = layer");
+  if (m.spec.qk_norm != "none" && m.spec.qk_norm != "head" &&
+      m.spec.qk_norm != "projection")
+    return fail("spec.qk_norm must be none, head or projection, not '" +
+                m.spec.qk_norm + "'");
+  if (m.spec.qk_norm != "none" && m.spec.op != "layer")
+    return fail("spec.qk_norm needs op = layer");
   if (m.device != "cpu" && m.device != "cuda" && m.device != "opencl")
     return fail("device must be cpu, cuda or opencl, not '" + m.device + "'");
   return true;

@@ -174,6 +174,9 @@ abi::AbiShape abiShapeOf(const KernelManifest &m) {
   shape.scale = s.scaleAtRuntime;
   shape.kvBlock = s.kv_block;
   shape.ragged = s.ragged;
+  shape.qkNorm = s.qk_norm == "head"         ? abi::AbiShape::Norm::Head
+                 : s.qk_norm == "projection" ? abi::AbiShape::Norm::Projection
+                                             : abi::AbiShape::Norm::None;
   return shape;
 }
 
@@ -373,11 +376,11 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
       const int64_t n = abi::denseInnerElements(*t, shape, 0);
       for (int64_t i = 0; i < n; ++i)
         if (!std::isfinite(values[i]) || (positive && !(values[i] > 0)))
-          return fail(MHAGEN_ERR_INVALID_ARGUMENT,
-                      std::string(t->name) + "[" + num(i) +
-                          "] = " + std::to_string(values[i]) +
-                          (positive ? " must be finite and > 0"
-                                    : " must be finite"));
+          return fail(
+              MHAGEN_ERR_INVALID_ARGUMENT,
+              std::string(t->name) + "[" + num(i) +
+                  "] = " + std::to_string(values[i]) +
+                  (positive ? " must be finite and > 0" : " must be finite"));
     }
   }
   for (const abi::TensorModel &m : table) {

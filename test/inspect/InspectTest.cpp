@@ -234,6 +234,26 @@ TEST_F(HeadsCli, SeededRandomInputsAndTextReport) {
   }
 }
 
+// The weights are rebuilt from q and k as the layer makes them: after the
+// QK-norm and the rotary positions. Each row then sums to 1 with the
+// kernel's lse; without them in the rebuild it would not.
+TEST_F(HeadsCli, WeightsFollowQkNormAndRotaryPositions) {
+  ProcessResult r =
+      heads({"--T", "12", "--qk-norm", "head", "--rope", "half(theta = 10000)",
+             "--no-png", "--format", "json"});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  const size_t start = r.output.find("{\n");
+  ASSERT_NE(start, std::string::npos) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output.substr(start));
+  EXPECT_TRUE(j["within_tolerance"].get<bool>());
+  EXPECT_LT(j["lse_normalisation_error"].get<double>(), 1e-5);
+  ProcessResult wrong = heads({"--T", "12", "--norms", "a.npy,b.npy"});
+  EXPECT_NE(wrong.exitCode, 0);
+  EXPECT_NE(wrong.output.find("--norms given but the spec has qk_norm = none"),
+            std::string::npos)
+      << wrong.output;
+}
+
 // A learned sink is one more outcome of every row: the bound on a row's
 // entropy is ln(keys + 1), and no row exceeds it.
 TEST_F(HeadsCli, EntropyBoundCountsTheSink) {
@@ -307,8 +327,9 @@ TEST_F(HeadsCli, BadInputsNameTheFileAndTheRule) {
                               "," + dir.file("w_v.npy") + "," +
                               dir.file("w_o.npy")});
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_NE(r.output.find("winf.npy: input is not finite: w_q element 5 is inf"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find("winf.npy: input is not finite: w_q element 5 is inf"),
+      std::string::npos)
       << r.output;
   r = runProcess({MHAGEN_BINARY, "heads", "--op", "sdpa", "--d", "8", "--h",
                   "2", "-o", dir.file("out")},

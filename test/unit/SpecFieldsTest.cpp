@@ -81,9 +81,9 @@ TEST(SpecFields, EveryFieldTakesPartInEquality) {
     SCOPED_TRACE(f.name);
     // The spec with this one field given another value that parses.
     bool differed = false;
-    for (const char *v :
-         {"2", "64", "true", "learned", "runtime", "i8", "paged(16)", "causal",
-          "bf16", "0.5", "mlir", "avx2", "layer", "4", "half(theta = 10000)"}) {
+    for (const char *v : {"2", "64", "true", "learned", "runtime", "i8",
+                          "paged(16)", "causal", "bf16", "0.5", "mlir", "avx2",
+                          "layer", "4", "half(theta = 10000)", "head"}) {
       AttentionSpec s = base;
       std::vector<SpecDiagnostic> diags;
       if (!f.parse(RawField{v, {}}, s, diags).empty() || !diags.empty())

@@ -42,6 +42,7 @@ struct HeadsOpts {
   std::string x;
   std::string weights; // w_q,w_k,w_v,w_o
   std::string biases;  // b_q,b_k,b_v,b_o
+  std::string norms;   // q_norm,k_norm
   std::string outDir = "mhagen-heads";
   bool perRow = false;
   bool noPng = false;
@@ -156,6 +157,20 @@ int runHeads(const HeadsOpts &o, AttentionSpec spec) {
     for (int i = 0; i < 4; ++i)
       p.setInput(names[i], loadInput(files[i], names[i], shapes[i], false));
   }
+  if (!o.norms.empty()) {
+    if (!spec.qk_norm.enabled())
+      throw std::runtime_error("--norms given but the spec has qk_norm = "
+                               "none");
+    const std::vector<std::string> files = splitList(o.norms);
+    if (files.size() != 2)
+      throw std::runtime_error("--norms takes two files, "
+                               "q_norm.npy,k_norm.npy");
+    const char *names[] = {"q_norm", "k_norm"};
+    const std::vector<int64_t> shapes[] = {{spec.qk_norm.groupWidth(h, dk)},
+                                           {spec.qk_norm.groupWidth(kv, dk)}};
+    for (int i = 0; i < 2; ++i)
+      p.setInput(names[i], loadInput(files[i], names[i], shapes[i], false));
+  }
 
   // The layer kernel, generated for this spec and run once.
   SpecLibrary lib = generateSpecLibrary(spec, GenerateOptions{}, "");
@@ -180,6 +195,8 @@ int runHeads(const HeadsOpts &o, AttentionSpec spec) {
   c.wk = p.inputValues("w_k");
   c.bq = p.inputValues("b_q");
   c.bk = p.inputValues("b_k");
+  c.qNorm = p.inputValues("q_norm");
+  c.kNorm = p.inputValues("k_norm");
   c.sinks = p.inputValues("sinks");
   c.alibiSlopes = p.inputValues("alibi_slopes");
   c.scale = p.inputValues("scale");
@@ -292,6 +309,9 @@ void addHeadsCommand(CLI::App &app, int &exitCode) {
                   "[d, kv*dv], [h*dv, d]); default: seeded random");
   cmd->add_option("--biases", o->biases,
                   "b_q.npy,b_k.npy,b_v.npy,b_o.npy (bias = true)");
+  cmd->add_option("--norms", o->norms,
+                  "q_norm.npy,k_norm.npy ([dk] each, or [h*dk] and [kv*dk]; "
+                  "qk_norm); default: seeded random");
   cmd->add_option("-o,--out", o->outDir,
                   "directory for head_NN.png, heads.png, weights.npy "
                   "[h, T, T] and entropy.npy [h, T]")

@@ -25,6 +25,10 @@
  *   b_k      [kv*dk]           key bias (layer, bias)
  *   b_v      [kv*dv]           value bias (layer, bias)
  *   b_o      [d]               output bias (layer, bias)
+ *   q_norm   [dk]              query norm weight (layer, qk_norm head)
+ *   k_norm   [dk]              key norm weight (layer, qk_norm head)
+ *   q_norm   [h*dk]            query norm weight (layer, qk_norm projection)
+ *   k_norm   [kv*dk]           key norm weight (layer, qk_norm projection)
  *   kv_lens  [B]               int32 keys per batch (padding/paged/ragged)
  *   block_table [B, ceil(Tkv/BLOCK)] int32 block indices (paged)
  *   q_offsets [B+1]            int32 cumulative query offsets (ragged)
@@ -57,8 +61,9 @@ extern "C" {
  * 4: lse (each row's log-sum-exp).
  * 5: scale (scale = runtime).
  * 6: block_table, num_blocks (kv_cache = paged(BLOCK)).
- * 7: q_offsets (ragged = true). */
-#define MHAGEN_ABI_VERSION 7
+ * 7: q_offsets (ragged = true).
+ * 8: q_norm, k_norm (qk_norm). */
+#define MHAGEN_ABI_VERSION 8
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
  * mhagen_last_error() holds the message. */
@@ -148,6 +153,11 @@ typedef struct mhagen_call_args {
    * longest sequence's) and at most kv_lens[b], its key length. Token
    * strides apply; batch strides of q and out must be 0. */
   const int32_t *q_offsets;
+
+  /* qk_norm (docs/design.md §1, "QK-norm"): the RMSNorm weights of the
+   * projected queries and keys, in the spec's dtype: [dk] each for
+   * qk_norm = head, [h*dk] and [kv*dk] for qk_norm = projection. */
+  const void *q_norm, *k_norm;
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

@@ -43,6 +43,8 @@ struct AbiShape {
   /// [q_offsets[b], q_offsets[b + 1]), and each sequence's own key length
   /// in kv_lens (docs/design.md §5, "Ragged batches").
   bool ragged = false;
+  /// qk_norm: none, head (weights [dk]) or projection ([h*dk], [kv*dk]).
+  enum class Norm { None, Head, Projection } qkNorm = Norm::None;
 };
 
 /// What the kernel itself is called with: the runtime splits a ragged
@@ -91,21 +93,23 @@ enum class Elem {
 
 /// When a tensor is part of a kernel's ABI.
 enum class Presence {
-  Sdpa,          ///< op = sdpa
-  UniformQ,      ///< op = sdpa, queries [B, Tq, ...] (not ragged)
-  Layer,         ///< op = layer
-  LayerBias,     ///< op = layer with bias = true
-  Padding,       ///< any op whose mask has a padding term, or a paged cache
-  KvScales,      ///< op = sdpa with kv_dtype = i8 (contiguous cache)
-  Sinks,         ///< any op with sinks = learned
-  AlibiSlopes,   ///< any op with alibi = runtime
-  Lse,           ///< any op with lse = true, not ragged
-  Scale,         ///< any op with scale = runtime
-  ContiguousKv,  ///< op = sdpa with a contiguous K/V cache
-  PagedKv,       ///< op = sdpa with kv_cache = paged(BLOCK)
-  PagedKvScales, ///< a paged cache with kv_dtype = i8
-  Ragged,        ///< op = sdpa with ragged = true (packed queries)
-  RaggedLse      ///< ragged = true with lse = true
+  Sdpa,            ///< op = sdpa
+  UniformQ,        ///< op = sdpa, queries [B, Tq, ...] (not ragged)
+  Layer,           ///< op = layer
+  LayerBias,       ///< op = layer with bias = true
+  Padding,         ///< any op whose mask has a padding term, or a paged cache
+  KvScales,        ///< op = sdpa with kv_dtype = i8 (contiguous cache)
+  Sinks,           ///< any op with sinks = learned
+  AlibiSlopes,     ///< any op with alibi = runtime
+  Lse,             ///< any op with lse = true, not ragged
+  Scale,           ///< any op with scale = runtime
+  ContiguousKv,    ///< op = sdpa with a contiguous K/V cache
+  PagedKv,         ///< op = sdpa with kv_cache = paged(BLOCK)
+  PagedKvScales,   ///< a paged cache with kv_dtype = i8
+  Ragged,          ///< op = sdpa with ragged = true (packed queries)
+  RaggedLse,       ///< ragged = true with lse = true
+  QkNormHead,      ///< op = layer with qk_norm = head
+  QkNormProjection ///< op = layer with qk_norm = projection
 };
 
 /// How the runtime checks a tensor's contents (beyond size and pointer).
@@ -130,6 +134,7 @@ enum class Role {
   Weight,      ///< uniform in +-sqrt(3 / fan-in), fan-in = dims[0]
   QueryWeight, ///< w_q: a Weight scaled like Queries
   Bias,        ///< uniform in +-0.1
+  NormWeight,  ///< uniform in [0.5, 1.5]: an RMSNorm's per-channel gain
   SinkLogit,   ///< uniform in [-2, 3]: a sink takes a visible share of a row
   Slope,       ///< uniform in [0.01, 0.5]: positive ALiBi slopes
   Scale,       ///< uniform in [0.5, 2] times the spec's compiled-in scale

@@ -36,6 +36,9 @@ struct ManifestSpec {
   /// kernel once per sequence; false in older manifests.
   bool ragged = false;
   bool bias = false;
+  /// qk_norm's scope: "none" | "head" | "projection" (the weights the
+  /// kernel takes); "none" in older manifests.
+  std::string qk_norm = "none";
   double scale = 0;            ///< 0 when scaleAtRuntime
   bool scaleAtRuntime = false; ///< scale = runtime (a `scale` argument)
   /// Score modifiers (docs/design.md §2); absent from older manifests.

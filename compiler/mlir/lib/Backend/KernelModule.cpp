@@ -14,6 +14,7 @@
 //
 // Sizes the spec fixes (B, T, T_kv) are static in the types.
 #include "KernelModule.h"
+#include "QkNorm.h"
 #include "RotaryPositions.h"
 
 #include "mhagen/abi_model.hpp"
@@ -261,8 +262,8 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
   Value Tv = b.create<tensor::DimOp>(loc, xt, c1);
   // Weights, biases and key lengths enter as tensors of their ABI types.
   std::map<std::string, Value> t;
-  for (const char *n :
-       {"w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o", "kv_lens"})
+  for (const char *n : {"w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o",
+                        "q_norm", "k_norm", "kv_lens"})
     if (a.count(n))
       t[n] = toTensor(b, loc, a[n], false);
   Value init = toTensor(b, loc, a["out"], true);
@@ -335,6 +336,10 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
         Value q = heads(gemm(xb, t["w_q"], s.h * s.d_k, "b_q"), s.h, s.d_k);
         Value k =
             heads(gemm(xb, t["w_k"], s.n_kv * s.d_k, "b_k"), s.n_kv, s.d_k);
+        if (s.qk_norm.enabled()) {
+          q = normalizeHeads(lb, l, s, q, t["q_norm"], tDyn);
+          k = normalizeHeads(lb, l, s, k, t["k_norm"], tDyn);
+        }
         if (s.rope.enabled()) {
           const auto table = rotaryTable(lb, l, s, T, tDyn);
           q = rotateHeads(lb, l, s, q, table, tSize);

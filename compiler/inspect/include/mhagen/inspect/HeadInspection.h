@@ -22,10 +22,12 @@ struct LayerCall {
   const float *x = nullptr;                 ///< [T, d]
   const float *wq = nullptr, *wk = nullptr; ///< as in the ABI
   const float *bq = nullptr, *bk = nullptr; ///< bias = true
-  const float *sinks = nullptr;             ///< sinks = learned
-  const float *alibiSlopes = nullptr;       ///< alibi = runtime
-  const float *scale = nullptr;             ///< scale = runtime
-  const float *lse = nullptr;               ///< [T, h], the kernel's
+  /// qk_norm's weights ([dk] or [h*dk] and [kv*dk]).
+  const float *qNorm = nullptr, *kNorm = nullptr;
+  const float *sinks = nullptr;       ///< sinks = learned
+  const float *alibiSlopes = nullptr; ///< alibi = runtime
+  const float *scale = nullptr;       ///< scale = runtime
+  const float *lse = nullptr;         ///< [T, h], the kernel's
 };
 
 /// Every head's attention weights and entropy.

@@ -79,11 +79,30 @@ struct SdpaArgs {
 template <typename Acc>
 std::vector<Acc> sdpa(const AttentionSpec &spec, const SdpaArgs &a);
 
+/// What op = layer does to its projected q and k rows before attending:
+/// the spec's QK-norm, then its rotary positions (docs/design.md §1).
+class QkTransform {
+public:
+  explicit QkTransform(const AttentionSpec &spec);
+  /// One token's row of `heads` heads (dk channels each) at `position`;
+  /// `normWeight` is q_norm or k_norm (unused without qk_norm).
+  template <typename Acc>
+  void apply(int64_t heads, const float *normWeight, int64_t position,
+             Acc *row) const;
+
+private:
+  const AttentionSpec &spec_;
+  std::vector<double> invFreq_; ///< rope's inverse frequencies
+  double gain_ = 1;             ///< rope's attention factor
+};
+
 struct LayerArgs {
   int64_t B = 1, T = 1;
   const float *x = nullptr;
   const float *wq = nullptr, *wk = nullptr, *wv = nullptr, *wo = nullptr;
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+  /// qk_norm weights: [dk] each (head) or [h*dk] and [kv*dk] (projection).
+  const float *qNorm = nullptr, *kNorm = nullptr;
   const int32_t *kvLens = nullptr;
   ModifierArgs modifiers;
   /// Also each computed row's log-sum-exp, [B, T, h] (others left 0).
@@ -92,7 +111,8 @@ struct LayerArgs {
   const std::vector<int64_t> *rows = nullptr;
 };
 
-/// Full layer for op = layer: projections, split, attention per head with
+/// Full layer for op = layer: projections, QK-norm, rotary positions, split,
+/// attention per head with
 /// the shared K/V head g = i / (h/kv), merge, output projection. Returns
 /// y [B, T, d].
 template <typename Acc>

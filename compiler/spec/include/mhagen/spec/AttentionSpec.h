@@ -4,6 +4,7 @@
 #ifndef MHAGEN_SPEC_ATTENTIONSPEC_H
 #define MHAGEN_SPEC_ATTENTIONSPEC_H
 
+#include "mhagen/spec/QkNorm.h"
 #include "mhagen/spec/Rope.h"
 
 #include <cstdint>
@@ -141,6 +142,9 @@ struct AttentionSpec {
   /// per sequence. false: every sequence has T_q queries.
   bool ragged = false;
   bool bias = false; ///< projection biases (op = layer only)
+  /// RMSNorm of q and k after the projections, before the rotary
+  /// positions (op = layer only; mhagen/spec/QkNorm.h).
+  QkNormSpec qk_norm;
   /// Rotary positions on q and k after the projections (op = layer only;
   /// mhagen/spec/Rope.h).
   RopeSpec rope;

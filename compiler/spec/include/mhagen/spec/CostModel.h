@@ -95,6 +95,7 @@ struct CostReport {
   // Parameters (op = layer; zero for sdpa, which takes Q, K, V directly).
   int64_t paramsWq = 0, paramsWk = 0, paramsWv = 0, paramsWo = 0;
   int64_t paramsBias = 0;
+  int64_t paramsNorm = 0; ///< qk_norm's weights (q_norm and k_norm)
   int64_t paramsTotal = 0;
   // FLOPs for the whole batch (multiply-add = 2).
   double flopsProjections = 0; ///< Q, K, V and output projections
