@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="$(bash bench/peers_venv.sh transformers)"
-"$VENV/bin/python" bench/oracles/rope_transformers.py "$@"
+"$VENV/bin/python" bench/oracles/layer_transformers.py "$@"

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Rotary positions against Hugging Face transformers (an oracle, not CI).
+"""The layer against Hugging Face transformers (an oracle, not CI).
 
 Builds each model's attention module from a small config with random
-weights (no download), runs it on random x with a causal mask, and runs the
+weights (no download): rotary positions (Llama with each scaling, GPT-J)
+and QK-norm (Qwen3 per head, OLMo 2 over the projection), runs it on random x with a causal mask, and runs the
 mhagen layer kernel of the matching spec on the same x and weights through
 the runtime's C API (ctypes). Prints the largest difference per case; exits
 1 when one is past --tol. Needs a venv with torch and transformers
 (the venv of docs/performance.md, "Peers and oracles"):
 
-  python3 bench/oracles/rope_transformers.py --build build
+  python3 bench/oracles/layer_transformers.py --build build
 """
 import argparse
 import ctypes
@@ -47,10 +48,11 @@ class CallArgs(ctypes.Structure):
                 ("k_scale_token_stride", I64), ("v_scale_token_stride", I64),
                 ("k_scale_batch_stride", I64), ("v_scale_batch_stride", I64),
                 ("sinks", P), ("alibi_slopes", P), ("lse", P), ("scale", P),
-                ("block_table", P), ("num_blocks", I64), ("q_offsets", P)]
+                ("block_table", P), ("num_blocks", I64), ("q_offsets", P),
+                ("q_norm", P), ("k_norm", P)]
 
 
-def run_mhagen(build, spec_flags, x, weights, biases):
+def run_mhagen(build, spec_flags, x, weights, biases, norms):
     """The layer kernel of `spec_flags` on x [B, T, d]; weights W[in, out]."""
     runtime = ctypes.CDLL(os.path.join(build, "runtime/libmhagen_runtime.so"),
                           mode=ctypes.RTLD_GLOBAL)
@@ -68,7 +70,7 @@ def run_mhagen(build, spec_flags, x, weights, biases):
         B, T, d = x.shape
         y = torch.zeros(B, T, d, dtype=torch.float32)
         keep = [x.contiguous()] + [w.contiguous() for w in weights] + \
-               [b.contiguous() for b in biases]
+               [b.contiguous() for b in biases] + [n.contiguous() for n in norms]
         a = CallArgs()
         a.abi_version = abi_version()
         a.batch, a.t_q, a.t_kv = B, T, T
@@ -76,6 +78,8 @@ def run_mhagen(build, spec_flags, x, weights, biases):
         a.w_q, a.w_k, a.w_v, a.w_o = (w.data_ptr() for w in keep[1:5])
         if biases:
             a.b_q, a.b_k, a.b_v, a.b_o = (b.data_ptr() for b in keep[5:9])
+        if norms:
+            a.q_norm, a.k_norm = (n.data_ptr() for n in keep[-2:])
         a.out = y.data_ptr()
         if runtime.mhagen_call(kernel, ctypes.byref(a)) != 0:
             sys.exit(runtime.mhagen_last_error().decode())
@@ -87,8 +91,14 @@ def causal(T):
 
 
 def module_case(attn, rotary, out_proj, flags):
-    """An attention module with its rotary embedding, as (forward, W, b, flags)."""
+    """An attention module with its rotary embedding, as (forward, W, b,
+    norms, flags); a module with q_norm and k_norm gets random gains."""
     attn.eval()
+    norms = []
+    if hasattr(attn, "q_norm"):
+        for norm in (attn.q_norm, attn.k_norm):
+            torch.nn.init.uniform_(norm.weight, 0.5, 1.5)
+            norms.append(norm.weight.detach())
 
     def forward(x):
         pos = torch.arange(x.shape[1])[None].expand(x.shape[0], -1)
@@ -97,7 +107,7 @@ def module_case(attn, rotary, out_proj, flags):
 
     weights = [attn.q_proj.weight.T, attn.k_proj.weight.T, attn.v_proj.weight.T,
                out_proj.weight.T]
-    return forward, weights, [], flags
+    return forward, weights, [], norms, flags
 
 
 def llama_case(rope_parameters, rope_text, d=256, h=4, kv=2, max_positions=4096):
@@ -122,6 +132,34 @@ def gptj_case(d=256, h=4, rotary_dim=32):
                         "--rope", f"interleaved(theta = 10000, dim = {rotary_dim})"])
 
 
+def qwen3_case(d=256, h=8, kv=2, head_dim=64):
+    from transformers import Qwen3Config
+    from transformers.models.qwen3.modeling_qwen3 import Qwen3Attention, Qwen3RotaryEmbedding
+    cfg = Qwen3Config(hidden_size=d, num_attention_heads=h, num_key_value_heads=kv,
+                      head_dim=head_dim, rms_norm_eps=1e-6,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+                      attn_implementation="eager")
+    attn = Qwen3Attention(cfg, layer_idx=0)
+    return module_case(attn, Qwen3RotaryEmbedding(cfg), attn.o_proj,
+                       ["--d", str(d), "--h", str(h), "--kv", str(kv), "--dk", str(head_dim),
+                        "--mask", "causal", "--qk-norm", "head(eps = 1e-6)",
+                        "--rope", "half(theta = 1000000)"])
+
+
+def olmo2_case(d=256, h=4, kv=4):
+    from transformers import Olmo2Config
+    from transformers.models.olmo2.modeling_olmo2 import Olmo2Attention, Olmo2RotaryEmbedding
+    cfg = Olmo2Config(hidden_size=d, num_attention_heads=h, num_key_value_heads=kv,
+                      rms_norm_eps=1e-6,
+                      rope_parameters={"rope_type": "default", "rope_theta": 500000.0},
+                      attn_implementation="eager")
+    attn = Olmo2Attention(cfg, layer_idx=0)
+    return module_case(attn, Olmo2RotaryEmbedding(cfg), attn.o_proj,
+                       ["--d", str(d), "--h", str(h), "--kv", str(kv), "--mask", "causal",
+                        "--qk-norm", "projection(eps = 1e-6)",
+                        "--rope", "half(theta = 500000)"])
+
+
 CASES = {
     "llama2 (default)": lambda: llama_case(
         {"rope_type": "default", "rope_theta": 10000.0}, "half(theta = 10000)"),
@@ -139,6 +177,8 @@ CASES = {
         "half(theta = 1000000, scaling = yarn(factor = 4, "
         "original_max_position_embeddings = 256))", max_positions=1024),
     "gpt-j (interleaved, 32 of 64)": lambda: gptj_case(),
+    "qwen3 (qk_norm head)": lambda: qwen3_case(),
+    "olmo2 (qk_norm projection)": lambda: olmo2_case(),
 }
 
 
@@ -151,11 +191,12 @@ def main():
     torch.manual_seed(0)
     worst = 0.0
     for name, make in CASES.items():
-        forward, weights, biases, flags = make()
+        forward, weights, biases, norms, flags = make()
         x = torch.randn(2, args.T, int(flags[1])) * 0.5
         with torch.no_grad():
             want = forward(x)
-            got = run_mhagen(args.build, flags, x, [w.detach() for w in weights], biases)
+            got = run_mhagen(args.build, flags, x, [w.detach() for w in weights], biases,
+                             norms)
         diff = (got - want).abs().max().item()
         scale = want.abs().max().item()
         worst = max(worst, diff)
