@@ -60,16 +60,11 @@ std::vector<std::string> words(const std::string &text) {
     argv.push_back(w);
   return argv;
 }
-
-// "aarch64" of "aarch64-unknown-linux-gnu".
-std::string architectureOf(const std::string &triple) {
-  return triple.substr(0, triple.find('-'));
-}
 } // namespace
 
 std::vector<std::string> cCompiler(const MachineModel &m) {
   if (!m.nativeArchitecture()) {
-    const std::string arch = architectureOf(m.llvmTriple);
+    const std::string arch = m.architecture();
     const char *env = std::getenv(("MHAGEN_CC_" + upperCase(arch)).c_str());
     return words(env && *env ? env : arch + "-linux-gnu-gcc");
   }
@@ -84,11 +79,10 @@ kernelsMachine(const std::vector<GeneratedKernel> &kernels) {
   const MachineModel &first = machineOf(kernels.front().spec.target);
   for (const GeneratedKernel &k : kernels) {
     const MachineModel &m = machineOf(k.spec.target);
-    if (architectureOf(m.llvmTriple) != architectureOf(first.llvmTriple))
-      throw DriverError("kernels for " + architectureOf(first.llvmTriple) +
-                        " (" + kernels.front().spec.target.str() + ") and " +
-                        architectureOf(m.llvmTriple) + " (" +
-                        k.spec.target.str() +
+    if (m.architecture() != first.architecture())
+      throw DriverError("kernels for " + first.architecture() + " (" +
+                        kernels.front().spec.target.str() + ") and " +
+                        m.architecture() + " (" + k.spec.target.str() +
                         ") cannot share one object or library; generate each "
                         "architecture's targets separately");
   }

@@ -116,7 +116,16 @@ void readIdentity(MachineModel &m) {
   const int part = static_cast<int>((v >> 4) & 0xfff);
   for (const MachineModel &core : armCores())
     if (core.family == implementer && core.model == part) {
-      m = core; // its identity, caches and LLVM CPU model
+      // Its identity, caches and LLVM CPU model; the class's vectors and
+      // features stay the preset's.
+      m.vendor = core.vendor;
+      m.cpuName = core.cpuName;
+      m.family = core.family;
+      m.model = core.model;
+      m.l1dBytes = core.l1dBytes;
+      m.l2Bytes = core.l2Bytes;
+      m.l3Bytes = core.l3Bytes;
+      m.llvmCpu = core.llvmCpu;
       return;
     }
   // An unknown core keeps the preset's (Neoverse N1's) figures.

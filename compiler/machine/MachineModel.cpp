@@ -193,11 +193,15 @@ const MachineModel &presetMachine(TargetKind kind) {
   return it == presets.end() ? presets.at(TargetKind::Avx2) : it->second;
 }
 
+std::string MachineModel::architecture() const {
+  return llvmTriple.substr(0, llvmTriple.find('-'));
+}
+
 bool MachineModel::nativeArchitecture() const {
 #if defined(__aarch64__)
-  return llvmTriple.rfind("aarch64-", 0) == 0;
+  return architecture() == "aarch64";
 #else
-  return llvmTriple.rfind("x86_64-", 0) == 0;
+  return architecture() == "x86_64";
 #endif
 }
 

@@ -49,6 +49,8 @@ struct MachineModel {
   /// True when code for this model runs on the architecture mhagen itself
   /// was built for (not a cross target).
   bool nativeArchitecture() const;
+  /// The triple's architecture: x86_64, aarch64.
+  std::string architecture() const;
   /// FLOPs the bf16 pair dot product (`vdpbf16ps`) retires for each FLOP
   /// of the f32 FMA (`vfmadd231ps`), both at full width with enough
   /// independent accumulators (bench Peak/dpbf16 over Peak/fma_f32); 0 where
