@@ -49,10 +49,10 @@ class CallArgs(ctypes.Structure):
                 ("k_scale_batch_stride", I64), ("v_scale_batch_stride", I64),
                 ("sinks", P), ("alibi_slopes", P), ("lse", P), ("scale", P),
                 ("block_table", P), ("num_blocks", I64), ("q_offsets", P),
-                ("q_norm", P), ("k_norm", P)]
+                ("q_norm", P), ("k_norm", P), ("positions", P)]
 
 
-def run_mhagen(build, spec_flags, x, weights, biases, norms):
+def run_mhagen(build, spec_flags, x, weights, biases, norms, positions):
     """The layer kernel of `spec_flags` on x [B, T, d]; weights W[in, out]."""
     runtime = ctypes.CDLL(os.path.join(build, "runtime/libmhagen_runtime.so"),
                           mode=ctypes.RTLD_GLOBAL)
@@ -80,6 +80,10 @@ def run_mhagen(build, spec_flags, x, weights, biases, norms):
             a.b_q, a.b_k, a.b_v, a.b_o = (b.data_ptr() for b in keep[5:9])
         if norms:
             a.q_norm, a.k_norm = (n.data_ptr() for n in keep[-2:])
+        if "--positions" in spec_flags:
+            pos = positions(B, T).to(torch.int32).contiguous()
+            keep.append(pos)
+            a.positions = pos.data_ptr()
         a.out = y.data_ptr()
         if runtime.mhagen_call(kernel, ctypes.byref(a)) != 0:
             sys.exit(runtime.mhagen_last_error().decode())
@@ -90,9 +94,22 @@ def causal(T):
     return torch.full((T, T), float("-inf")).triu(1)[None, None]
 
 
-def module_case(attn, rotary, out_proj, flags):
+def consecutive(B, T):
+    return torch.arange(T)[None].expand(B, -1)
+
+
+def spread(B, T):
+    """Positions with gaps (a chunk after cached tokens, then jumps): the
+    scores see them only through their differences."""
+    g = torch.Generator().manual_seed(7)
+    return 1000 + torch.cumsum(torch.randint(1, 5, (B, T), generator=g), dim=1)
+
+
+def module_case(attn, rotary, out_proj, flags, positions=consecutive):
     """An attention module with its rotary embedding, as (forward, W, b,
-    norms, flags); a module with q_norm and k_norm gets random gains."""
+    norms, positions, flags); a module with q_norm and k_norm gets random
+    gains. `positions(B, T)` places the tokens (--positions runtime passes
+    them to mhagen)."""
     attn.eval()
     norms = []
     if hasattr(attn, "q_norm"):
@@ -101,25 +118,28 @@ def module_case(attn, rotary, out_proj, flags):
             norms.append(norm.weight.detach())
 
     def forward(x):
-        pos = torch.arange(x.shape[1])[None].expand(x.shape[0], -1)
+        pos = positions(x.shape[0], x.shape[1])
         return attn(x, position_embeddings=rotary(x, pos),
                     attention_mask=causal(x.shape[1]))[0]
 
     weights = [attn.q_proj.weight.T, attn.k_proj.weight.T, attn.v_proj.weight.T,
                out_proj.weight.T]
-    return forward, weights, [], norms, flags
+    return forward, weights, [], norms, positions, flags
 
 
-def llama_case(rope_parameters, rope_text, d=256, h=4, kv=2, max_positions=4096):
+def llama_case(rope_parameters, rope_text, d=256, h=4, kv=2, max_positions=4096,
+               positions=consecutive):
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
     cfg = LlamaConfig(hidden_size=d, num_attention_heads=h, num_key_value_heads=kv,
                       rope_parameters=rope_parameters, max_position_embeddings=max_positions,
                       attn_implementation="eager")
     attn = LlamaAttention(cfg, layer_idx=0)
-    return module_case(attn, LlamaRotaryEmbedding(cfg), attn.o_proj,
-                       ["--d", str(d), "--h", str(h), "--kv", str(kv), "--mask", "causal",
-                        "--rope", rope_text])
+    flags = ["--d", str(d), "--h", str(h), "--kv", str(kv), "--mask", "causal",
+             "--rope", rope_text]
+    if positions is not consecutive:
+        flags += ["--positions", "runtime"]
+    return module_case(attn, LlamaRotaryEmbedding(cfg), attn.o_proj, flags, positions)
 
 
 def gptj_case(d=256, h=4, rotary_dim=32):
@@ -176,6 +196,12 @@ CASES = {
          "original_max_position_embeddings": 256},
         "half(theta = 1000000, scaling = yarn(factor = 4, "
         "original_max_position_embeddings = 256))", max_positions=1024),
+    "llama 3.1, runtime positions": lambda: llama_case(
+        {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+         "high_freq_factor": 4.0, "original_max_position_embeddings": 64},
+        "half(theta = 500000, scaling = llama3(factor = 8, low_freq_factor = 1, "
+        "high_freq_factor = 4, original_max_position_embeddings = 64))",
+        positions=spread),
     "gpt-j (interleaved, 32 of 64)": lambda: gptj_case(),
     "qwen3 (qk_norm head)": lambda: qwen3_case(),
     "olmo2 (qk_norm projection)": lambda: olmo2_case(),
@@ -191,12 +217,12 @@ def main():
     torch.manual_seed(0)
     worst = 0.0
     for name, make in CASES.items():
-        forward, weights, biases, norms, flags = make()
+        forward, weights, biases, norms, positions, flags = make()
         x = torch.randn(2, args.T, int(flags[1])) * 0.5
         with torch.no_grad():
             want = forward(x)
             got = run_mhagen(args.build, flags, x, [w.detach() for w in weights], biases,
-                             norms)
+                             norms, positions)
         diff = (got - want).abs().max().item()
         scale = want.abs().max().item()
         worst = max(worst, diff)

@@ -28,6 +28,7 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
                                               abi::AbiShape::Norm::Head,
                                               abi::AbiShape::Norm::Projection};
   shape.qkNorm = norms[static_cast<int>(s.qk_norm.scope)];
+  shape.positions = s.op == Op::Layer && s.positionsAtRuntime;
   return shape;
 }
 

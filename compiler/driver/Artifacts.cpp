@@ -53,6 +53,7 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
   m.spec.qk_norm = s.qk_norm.scope == QkNormScope::Head         ? "head"
                    : s.qk_norm.scope == QkNormScope::Projection ? "projection"
                                                                 : "none";
+  m.spec.positions = s.positionsAtRuntime;
   m.spec.scaleAtRuntime = s.scaleAtRuntime;
   m.spec.scale = s.scaleAtRuntime ? 0.0 : s.effectiveScale();
   m.spec.softcap = s.softcap.value_or(0.0);

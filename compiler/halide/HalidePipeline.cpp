@@ -335,7 +335,9 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     kCols = bp.kNorm->normed;
   }
   if (s.rope.enabled())
-    bp.rope = defineRotaryTable(s, v.j, v.t);
+    bp.rope = defineRotaryTable(
+        s, v.j, v.t, v.b,
+        s.positionsAtRuntime ? param("positions") : ImageParam());
   // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
   auto channel = [&](Func cols, Expr c, Expr head) {
     return s.rope.enabled()

@@ -8,7 +8,8 @@ namespace mhagen::hl {
 
 using namespace Halide;
 
-RotaryPositions defineRotaryTable(const AttentionSpec &s, Var j, Var t) {
+RotaryPositions defineRotaryTable(const AttentionSpec &s, Var j, Var t, Var b,
+                                  ImageParam positions) {
   const std::vector<double> inv = ropeInverseFrequencies(s.rope, s.d_k);
   Buffer<double> table(static_cast<int>(inv.size()), "rope_inv_freq");
   for (size_t f = 0; f < inv.size(); ++f)
@@ -16,11 +17,16 @@ RotaryPositions defineRotaryTable(const AttentionSpec &s, Var j, Var t) {
   const double gain = ropeAttentionFactor(s.rope);
   // The angle and its cos and sin in double: at position 10^5 an f32 angle
   // is off by ~4e-3 rad; rounding the results to f32 adds 6e-8.
-  const Expr angle = cast<double>(t) * table(j);
+  // Tokens past the call's (whole GEMM blocks) read the last position.
+  const Expr position =
+      s.positionsAtRuntime
+          ? positions(clamp(t, 0, positions.dim(0).extent() - 1), b)
+          : Expr(t);
+  const Expr angle = cast<double>(position) * table(j);
   RotaryPositions r;
   r.cosSin = Func("rope_cos_sin");
   const Expr g = Expr(gain);
-  r.cosSin(j, t) =
+  r.cosSin(j, t, b) =
       Tuple(cast<float>(cos(angle) * g), cast<float>(sin(angle) * g));
   return r;
 }
@@ -47,7 +53,8 @@ Expr rotateChannel(const AttentionSpec &s, const RotaryPositions &rope,
   freq = clamp(freq, 0, half - 1);
   const Expr x = proj(base + c, t, b);
   const Expr other = proj(base + partner, t, b);
-  const Expr cosA = rope.cosSin(freq, t)[0], sinA = rope.cosSin(freq, t)[1];
+  const Expr cosA = rope.cosSin(freq, t, b)[0],
+             sinA = rope.cosSin(freq, t, b)[1];
   const Expr rotated = x * cosA + select(first, -other, other) * sinA;
   return select(c < dim, rotated, x);
 }

@@ -12,15 +12,18 @@
 namespace mhagen::hl {
 
 struct RotaryPositions {
-  /// cosSin(j, t) = (cos, sin) of token t's angle at frequency j, in f32,
-  /// times the attention factor.
+  /// cosSin(j, t, b) = (cos, sin) of the angle of token t of batch b at
+  /// frequency j, in f32, times the attention factor.
   Halide::Func cosSin;
 };
 
-/// The table for `spec.rope` (enabled) over tokens `t`: inverse
-/// frequencies from the spec, embedded as constants.
+/// The table for `spec.rope` (enabled) over tokens `t` of batches `b`:
+/// inverse frequencies from the spec, embedded as constants; token t sits
+/// at position t, or at positions(t, b) (positions = runtime; a defined
+/// ImageParam, T tokens wide).
 RotaryPositions defineRotaryTable(const AttentionSpec &spec, Halide::Var j,
-                                  Halide::Var t);
+                                  Halide::Var t, Halide::Var b,
+                                  Halide::ImageParam positions);
 /// Channel c of head `head` of `proj` (out(n, t, b), head i in columns
 /// i*dk..(i+1)*dk-1) after the rotation: x[c] cos - x[partner] sin for the
 /// first of a pair, x[c] cos + x[partner] sin for the second; unrotated

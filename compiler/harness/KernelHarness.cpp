@@ -177,6 +177,13 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
     for (int64_t b = 0; b < B; ++b)
       lens_.push_back(static_cast<int32_t>(o.kvLen >= 0 ? o.kvLen : u(rng)));
   }
+  if (s.positionsAtRuntime) {
+    std::mt19937 rng(seed + 13);
+    std::uniform_int_distribution<int32_t> u(0, (1 << 16) - 1);
+    positions_.resize(static_cast<size_t>(B * size_.Tq));
+    for (int32_t &p : positions_)
+      p = u(rng);
+  }
   if (s.op == Op::Sdpa && s.ragged) {
     // Each sequence's query count, at most its key length (its queries
     // are its last tokens); the kernel writes packed rows.
@@ -348,7 +355,9 @@ mhagen_call_args Problem::args() {
     else if (t->elem == abi::Elem::Int32)
       t->bind(a, t->content == abi::Content::BlockIndices   ? table_.data()
                  : t->content == abi::Content::QueryOffsets ? offsets_.data()
-                                                            : lens_.data());
+                 : t->content == abi::Content::TokenPositions
+                     ? positions_.data()
+                     : lens_.data());
     else if (t->isPacked())
       t->bind(a, const_cast<void *>(qPacked_.data()));
     else if (paged_.count(name))
@@ -411,6 +420,7 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
   a.bo = input("b_o");
   a.qNorm = input("q_norm"); // nullptr without qk_norm
   a.kNorm = input("k_norm");
+  a.positions = positions_.empty() ? nullptr : positions_.data();
   a.kvLens = lens_.empty() ? nullptr : lens_.data();
   a.modifiers = modifierArgs();
   a.lse = lse;

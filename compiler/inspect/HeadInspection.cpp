@@ -22,9 +22,11 @@ HeadWeights rebuildHeadWeights(const AttentionSpec &s, const LayerCall &c) {
   if ((s.bias && (!c.bq || !c.bk)) || (s.sinks && !c.sinks) ||
       (s.alibi == AlibiSlopes::Runtime && !c.alibiSlopes) ||
       (s.scaleAtRuntime && !c.scale) ||
-      (s.qk_norm.enabled() && (!c.qNorm || !c.kNorm)))
+      (s.qk_norm.enabled() && (!c.qNorm || !c.kNorm)) ||
+      (s.positionsAtRuntime && !c.positions))
     throw std::invalid_argument("head inspection: the spec's biases, sinks, "
-                                "slopes, scale or norm weights are missing");
+                                "slopes, scale, norm weights or positions "
+                                "are missing");
   const int64_t T = c.T, h = s.h, dk = s.d_k, group = s.groupSize();
   // Q and K of every head, in f64 (the reference's projections, QK-norm
   // and rotary positions).
@@ -34,8 +36,9 @@ HeadWeights rebuildHeadWeights(const AttentionSpec &s, const LayerCall &c) {
                                                s.bias ? c.bk : nullptr);
   const ref::QkTransform transform(s);
   for (int64_t t = 0; t < T; ++t) {
-    transform.apply(h, c.qNorm, t, &q[static_cast<size_t>(t * h * dk)]);
-    transform.apply(s.n_kv, c.kNorm, t,
+    const int64_t position = s.positionsAtRuntime ? c.positions[t] : t;
+    transform.apply(h, c.qNorm, position, &q[static_cast<size_t>(t * h * dk)]);
+    transform.apply(s.n_kv, c.kNorm, position,
                     &k[static_cast<size_t>(t * s.n_kv * dk)]);
   }
   const double scale = s.scaleAtRuntime ? *c.scale : s.effectiveScale();

@@ -307,14 +307,20 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
   std::vector<Acc> V =
       project<Acc>(a.x, rows, d, a.wv, kv * dv, bias ? a.bv : nullptr);
   // QK-norm, then rotary positions: token t of the call sits at position
-  // t.
+  // t, or where the call's positions say.
+  if (s.positionsAtRuntime && !a.positions)
+    throw std::invalid_argument("reference: positions = runtime but no "
+                                "positions");
   const QkTransform transform(s);
+  auto position = [&](int64_t b, int64_t t) {
+    return s.positionsAtRuntime ? int64_t(a.positions[b * T + t]) : t;
+  };
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t)
-      transform.apply(kv, a.kNorm, t,
+      transform.apply(kv, a.kNorm, position(b, t),
                       &K[static_cast<size_t>((b * T + t) * kv * dk)]);
     for (int64_t t : picked)
-      transform.apply(h, a.qNorm, t,
+      transform.apply(h, a.qNorm, position(b, t),
                       &Q[static_cast<size_t>((b * T + t) * h * dk)]);
   }
   // Split heads by feature columns and attend: head i reads columns

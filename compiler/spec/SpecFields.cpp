@@ -501,6 +501,46 @@ SpecField biasField() {
   return f;
 }
 
+SpecField positionsField() {
+  SpecField f;
+  f.name = "positions";
+  f.values = "`implicit`, `runtime`";
+  f.defaultText = "`implicit`";
+  f.meaning = "where the rotary positions come from: `implicit`, token t of "
+              "a call at position t; `runtime`, every call passes "
+              "`positions [B, T]` (int32, each in [0, 2^24]) (`rope` only)";
+  f.flag = "--positions";
+  f.flagForm = FlagForm::Value;
+  f.flagHelp = "implicit (default) | runtime: positions [B, T] int32 at call "
+               "time (rope)";
+  f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
+    if (v != "implicit" && v != "runtime")
+      return "expected implicit (token t at position t) or runtime (a "
+             "positions [B, T] int32 argument)";
+    s.positionsAtRuntime = v == "runtime";
+    return "";
+  });
+  f.print = [](const Spec &s) -> std::optional<std::string> {
+    if (!s.positionsAtRuntime)
+      return std::nullopt;
+    return std::string("runtime");
+  };
+  f.key = [](const Spec &s) {
+    return std::string(s.positionsAtRuntime ? "positions=runtime" : "");
+  };
+  f.namePart = [](const Spec &s) {
+    return std::string(s.positionsAtRuntime ? "_prt" : "");
+  };
+  f.same = sameMember(&Spec::positionsAtRuntime);
+  f.rule = [](const Spec &s) -> std::string {
+    if (s.positionsAtRuntime && !s.rope.enabled())
+      return "positions place the rotary positions: positions = runtime "
+             "needs rope (and so op = layer)";
+    return "";
+  };
+  return f;
+}
+
 SpecField scaleField() {
   SpecField f;
   f.name = "scale";
@@ -891,12 +931,13 @@ SpecField bField() {
 
 const std::vector<SpecField> &specFields() {
   static const std::vector<SpecField> fields = {
-      opField(),      dField(),       hField(),      kvField(),
-      dkField(),      dvField(),      maskField(),   dtypeField(),
-      kvDtypeField(), kvCacheField(), raggedField(), biasField(),
-      qkNormField(),  ropeField(),    scaleField(),  softcapField(),
-      alibiField(),   sinksField(),   lseField(),    targetField(),
-      backendField(), tField(),       tkvField(),    bField()};
+      opField(),      dField(),       hField(),         kvField(),
+      dkField(),      dvField(),      maskField(),      dtypeField(),
+      kvDtypeField(), kvCacheField(), raggedField(),    biasField(),
+      qkNormField(),  ropeField(),    positionsField(), scaleField(),
+      softcapField(), alibiField(),   sinksField(),     lseField(),
+      targetField(),  backendField(), tField(),         tkvField(),
+      bField()};
   return fields;
 }
 

@@ -246,6 +246,18 @@ std::vector<TensorModel> buildTable() {
                             "not ragged")
           .ifMissing(" but the mask has padding, the cache is paged or the "
                      "batch is ragged: pass one key length per batch"),
+      // positions = runtime: where each token sits for the rotation.
+      TensorRow(MHAGEN_ABI_PTR(positions), "position of each token")
+          .when(Presence::Positions)
+          .elem(Elem::Int32)
+          .content(Content::TokenPositions)
+          .role(Role::Index)
+          .sequence(S::TokensQ, {})
+          .ifGivenButAbsent("positions given but this kernel's spec has no "
+                            "positions = runtime (its token t sits at "
+                            "position t)")
+          .ifMissing(" but positions = runtime: pass [B, t_q] int32 "
+                     "positions"),
       // A paged cache's block table: token t of sequence b is slot
       // t % BLOCK of block block_table[b, t / BLOCK].
       TensorRow(MHAGEN_ABI_PTR(block_table), "block indices")
@@ -407,6 +419,8 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
     return s.layer && s.qkNorm == AbiShape::Norm::Head;
   case Presence::QkNormProjection:
     return s.layer && s.qkNorm == AbiShape::Norm::Projection;
+  case Presence::Positions:
+    return s.layer && s.positions;
   }
   return false;
 }
@@ -613,7 +627,8 @@ std::string docTable() {
                                "ragged",
                                "ragged, lse",
                                "layer, qk_norm head",
-                               "layer, qk_norm projection"};
+                               "layer, qk_norm projection",
+                               "layer, positions runtime"};
   std::string out;
   for (const TensorModel &t : allTensors()) {
     std::string line = std::string(" *   ") + t.name;

@@ -38,6 +38,7 @@ std::string KernelManifest::toJson() const {
   s["ragged"] = spec.ragged;
   s["bias"] = spec.bias;
   s["qk_norm"] = spec.qk_norm;
+  s["positions"] = spec.positions;
   s["scale"] = spec.scaleAtRuntime ? ojson("runtime") : ojson(spec.scale);
   s["softcap"] = spec.softcap;
   s["alibi"] = spec.alibi;
@@ -219,11 +220,11 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     m.symbol = str(j, "symbol", "");
     m.kernelName = str(j, "kernel_name", "");
     const ojson &s = field(j, "spec", "");
-    onlyKnown(s, {"hash",  "semantic_key", "canonical", "op",     "d",
-                  "h",     "d_k",          "d_v",       "n_kv",   "mask",
-                  "dtype", "kv_dtype",     "bias",      "scale",  "softcap",
-                  "alibi", "sinks",        "lse",       "T",      "T_kv",
-                  "B",     "kv_block",     "ragged",    "qk_norm"},
+    onlyKnown(s, {"hash",  "semantic_key", "canonical", "op",      "d",
+                  "h",     "d_k",          "d_v",       "n_kv",    "mask",
+                  "dtype", "kv_dtype",     "bias",      "scale",   "softcap",
+                  "alibi", "sinks",        "lse",       "T",       "T_kv",
+                  "B",     "kv_block",     "ragged",    "qk_norm", "positions"},
               "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);
@@ -253,6 +254,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     m.spec.bias = boolean(s, "bias", sp);
     if (s.contains("qk_norm"))
       m.spec.qk_norm = str(s, "qk_norm", sp);
+    if (s.contains("positions"))
+      m.spec.positions = boolean(s, "positions", sp);
     const ojson &scale = field(s, "scale", sp);
     if (scale.is_string() && scale.get<std::string>() == "runtime") {
       m.spec.scaleAtRuntime = true;
@@ -344,6 +347,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
                 m.spec.qk_norm + "'");
   if (m.spec.qk_norm != "none" && m.spec.op != "layer")
     return fail("spec.qk_norm needs op = layer");
+  if (m.spec.positions && m.spec.op != "layer")
+    return fail("spec.positions needs op = layer");
   if (m.device != "cpu" && m.device != "cuda" && m.device != "opencl")
     return fail("device must be cpu, cuda or opencl, not '" + m.device + "'");
   return true;

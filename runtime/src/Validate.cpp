@@ -174,6 +174,7 @@ abi::AbiShape abiShapeOf(const KernelManifest &m) {
   shape.scale = s.scaleAtRuntime;
   shape.kvBlock = s.kv_block;
   shape.ragged = s.ragged;
+  shape.positions = s.positions;
   shape.qkNorm = s.qk_norm == "head"         ? abi::AbiShape::Norm::Head
                  : s.qk_norm == "projection" ? abi::AbiShape::Norm::Projection
                                              : abi::AbiShape::Norm::None;
@@ -425,6 +426,17 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                                        " blocks of " + num(s.kv_block) +
                                        " tokens per sequence)"
                                  : std::string()));
+    // Positions far past any context would lose the rotation's precision
+    // (and a negative one is no token's).
+    if (t->content == abi::Content::TokenPositions) {
+      constexpr int32_t kMaxPosition = int32_t(1) << 24;
+      for (int64_t i = 0; i < a->batch * a->t_q; ++i)
+        if (values[i] < 0 || values[i] > kMaxPosition)
+          return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                      std::string(t->name) + "[" + num(i / a->t_q) + ", " +
+                          num(i % a->t_q) + "] = " + num(values[i]) +
+                          " is outside [0, 2^24]");
+    }
     // A ragged batch's queries are its sequences' last tokens.
     if (t->content == abi::Content::KeyLengthPerBatch && shape.ragged)
       for (int64_t b = 0; b < a->batch; ++b) {

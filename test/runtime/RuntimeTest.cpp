@@ -420,6 +420,68 @@ TEST_F(Validation, LayerRules) {
   expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
               "out overlaps input w_k");
 }
+// qk_norm's weights and positions = runtime's positions: required when the
+// spec has them, refused when it does not, and every position in range.
+TEST_F(Validation, NormWeightsAndPositions) {
+  KernelManifest m = fakeManifest("valqkn", "valqkn_avx2", "avx2", kAvx2);
+  m.spec.op = "layer";
+  m.spec.qk_norm = "head";
+  m.spec.positions = true;
+  static FakeKernel layer(m);
+  std::vector<float> x(2 * 3 * 32), wq(32 * 32), wk(32 * 16), wv(32 * 16),
+      wo(32 * 32), qn(8), kn(8), out(2 * 3 * 32);
+  std::vector<int32_t> positions = {7, 8, 9, 0, 1 << 24, 5};
+  mhagen_call_args a{};
+  a.abi_version = MHAGEN_ABI_VERSION;
+  a.batch = 2;
+  a.t_q = 3;
+  a.x = x.data();
+  a.w_q = wq.data();
+  a.w_k = wk.data();
+  a.w_v = wv.data();
+  a.w_o = wo.data();
+  a.q_norm = qn.data();
+  a.k_norm = kn.data();
+  a.positions = positions.data();
+  a.out = out.data();
+  ASSERT_EQ(call(&layer, &a), MHAGEN_OK) << mhagen_last_error();
+  mhagen_call_args c = a;
+  c.k_norm = nullptr;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k_norm is NULL but qk_norm = head: pass dk key norm weights");
+  c = a;
+  c.positions = nullptr;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "positions is NULL but positions = runtime");
+  std::vector<int32_t> bad = positions;
+  bad[4] = (1 << 24) + 1;
+  c = a;
+  c.positions = bad.data();
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "positions[1, 1] = 16777217 is outside [0, 2^24]");
+  bad[4] = -1;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "positions[1, 1] = -1 is outside");
+  c = a;
+  c.out = qn.data();
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "out overlaps input q_norm");
+
+  KernelManifest plainLayer =
+      fakeManifest("valnoqkn", "valnoqkn_avx2", "avx2", kAvx2);
+  plainLayer.spec.op = "layer";
+  static FakeKernel without(plainLayer);
+  c = a;
+  c.positions = nullptr;
+  expectError(&without, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "q_norm or k_norm given but this kernel's spec has qk_norm = "
+              "none");
+  c = a;
+  c.q_norm = c.k_norm = nullptr;
+  expectError(&without, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "positions given but this kernel's spec has no positions = "
+              "runtime");
+}
 TEST_F(Validation, BiasPointersWithoutBias) {
   KernelManifest m = fakeManifest("valnob", "valnob_avx2", "avx2", kAvx2);
   m.spec.op = "layer";

@@ -2,6 +2,7 @@
 // values computed with transformers' formulas (modeling_rope_utils.py:
 // default, linear, llama3, yarn) in double.
 #include "mhagen/spec/Rope.h"
+#include "mhagen/reference/Reference.h"
 #include "mhagen/spec/SpecParser.h"
 
 #include <gtest/gtest.h>
@@ -194,4 +195,56 @@ TEST(Rope, PairingOfChannels) {
   EXPECT_EQ(ropeLane(inter, 8, 4).freq, 2);
   EXPECT_EQ(ropeLane(inter, 8, 5).partner, 4);
   EXPECT_EQ(ropeLane(inter, 8, 5).sign, 1.0);
+}
+
+TEST(Rope, PositionsAtRuntime) {
+  const AttentionSpec s =
+      parseSpecs("spec p { d = 8; h = 2; kv = 1; mask = causal; rope = "
+                 "half(theta = 10000); positions = runtime }",
+                 "t")
+          .at(0);
+  EXPECT_TRUE(s.positionsAtRuntime);
+  EXPECT_NE(s.canonical().find("positions = runtime"), std::string::npos);
+  EXPECT_NE(s.derivedName().find("_prt"), std::string::npos);
+  try {
+    parseSpecs("spec p { d = 8; h = 2; positions = runtime }", "t");
+    FAIL() << "positions = runtime without rope was accepted";
+  } catch (const SpecError &e) {
+    EXPECT_NE(std::string(e.what()).find("positions = runtime needs rope"),
+              std::string::npos)
+        << e.what();
+  }
+  // The reference reads the positions: 0, 1, 2, ... is the implicit
+  // layer; shifting every position changes nothing the scores see (they
+  // depend on differences of positions); spreading them does.
+  AttentionSpec implicit = s;
+  implicit.positionsAtRuntime = false;
+  const int64_t T = 5, d = 8;
+  std::vector<float> x(T * d), wq(d * 8), wk(d * 4), wv(d * 4), wo(8 * d);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.7 * i);
+  for (auto *w : {&wq, &wk, &wv, &wo})
+    for (size_t i = 0; i < w->size(); ++i)
+      (*w)[i] = std::cos(0.3 * i + w->size());
+  ref::LayerArgs a;
+  a.T = T;
+  a.x = x.data();
+  a.wq = wq.data();
+  a.wk = wk.data();
+  a.wv = wv.data();
+  a.wo = wo.data();
+  const auto want = ref::layer<double>(implicit, a);
+  auto with = [&](std::vector<int32_t> positions) {
+    ref::LayerArgs p = a;
+    p.positions = positions.data();
+    const auto y = ref::layer<double>(s, p);
+    double diff = 0;
+    for (size_t i = 0; i < y.size(); ++i)
+      diff = std::max(diff, std::fabs(y[i] - want[i]));
+    return diff;
+  };
+  EXPECT_LT(with({0, 1, 2, 3, 4}), 1e-15);
+  EXPECT_LT(with({100, 101, 102, 103, 104}), 1e-9);
+  EXPECT_GT(with({0, 2, 4, 6, 8}), 1e-3);
+  EXPECT_THROW(ref::layer<double>(s, a), std::invalid_argument);
 }

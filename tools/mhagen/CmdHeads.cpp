@@ -197,6 +197,7 @@ int runHeads(const HeadsOpts &o, AttentionSpec spec) {
   c.bk = p.inputValues("b_k");
   c.qNorm = p.inputValues("q_norm");
   c.kNorm = p.inputValues("k_norm");
+  c.positions = p.positions().empty() ? nullptr : p.positions().data();
   c.sinks = p.inputValues("sinks");
   c.alibiSlopes = p.inputValues("alibi_slopes");
   c.scale = p.inputValues("scale");

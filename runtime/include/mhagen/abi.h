@@ -30,6 +30,7 @@
  *   q_norm   [h*dk]            query norm weight (layer, qk_norm projection)
  *   k_norm   [kv*dk]           key norm weight (layer, qk_norm projection)
  *   kv_lens  [B]               int32 keys per batch (padding/paged/ragged)
+ *   positions [B, Tq]          int32 position of each token (layer, positions runtime)
  *   block_table [B, ceil(Tkv/BLOCK)] int32 block indices (paged)
  *   q_offsets [B+1]            int32 cumulative query offsets (ragged)
  *   sinks    [h]               learned sink logit per head (sinks learned)
@@ -62,7 +63,7 @@ extern "C" {
  * 5: scale (scale = runtime).
  * 6: block_table, num_blocks (kv_cache = paged(BLOCK)).
  * 7: q_offsets (ragged = true).
- * 8: q_norm, k_norm (qk_norm). */
+ * 8: q_norm, k_norm (qk_norm), positions (positions = runtime). */
 #define MHAGEN_ABI_VERSION 8
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
@@ -158,6 +159,11 @@ typedef struct mhagen_call_args {
    * projected queries and keys, in the spec's dtype: [dk] each for
    * qk_norm = head, [h*dk] and [kv*dk] for qk_norm = projection. */
   const void *q_norm, *k_norm;
+
+  /* positions = runtime (docs/design.md §1, "Rotary positions"): the
+   * position of every token of the call, [B, t_q] int32 in host memory,
+   * each in [0, 2^24]. */
+  const int32_t *positions;
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

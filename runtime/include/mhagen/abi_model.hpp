@@ -45,6 +45,7 @@ struct AbiShape {
   bool ragged = false;
   /// qk_norm: none, head (weights [dk]) or projection ([h*dk], [kv*dk]).
   enum class Norm { None, Head, Projection } qkNorm = Norm::None;
+  bool positions = false; ///< op = layer with positions = runtime
 };
 
 /// What the kernel itself is called with: the runtime splits a ragged
@@ -109,7 +110,8 @@ enum class Presence {
   Ragged,          ///< op = sdpa with ragged = true (packed queries)
   RaggedLse,       ///< ragged = true with lse = true
   QkNormHead,      ///< op = layer with qk_norm = head
-  QkNormProjection ///< op = layer with qk_norm = projection
+  QkNormProjection, ///< op = layer with qk_norm = projection
+  Positions         ///< op = layer with positions = runtime
 };
 
 /// How the runtime checks a tensor's contents (beyond size and pointer).
@@ -123,7 +125,9 @@ enum class Content {
   BlockIndices,
   /// A ragged batch's cumulative query offsets: [0] = 0, non-decreasing,
   /// each sequence's count in [0, min(t_q, kv_lens[b])]
-  QueryOffsets
+  QueryOffsets,
+  /// Token positions: each in [0, 2^24] (the largest token count)
+  TokenPositions
 };
 
 /// What an input holds in the math, which sets the values a test draws

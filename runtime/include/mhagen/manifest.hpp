@@ -39,6 +39,9 @@ struct ManifestSpec {
   /// qk_norm's scope: "none" | "head" | "projection" (the weights the
   /// kernel takes); "none" in older manifests.
   std::string qk_norm = "none";
+  /// positions = runtime (a positions [B, t_q] argument); false in older
+  /// manifests.
+  bool positions = false;
   double scale = 0;            ///< 0 when scaleAtRuntime
   bool scaleAtRuntime = false; ///< scale = runtime (a `scale` argument)
   /// Score modifiers (docs/design.md §2); absent from older manifests.

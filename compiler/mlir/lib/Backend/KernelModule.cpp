@@ -263,7 +263,7 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
   // Weights, biases and key lengths enter as tensors of their ABI types.
   std::map<std::string, Value> t;
   for (const char *n : {"w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o",
-                        "q_norm", "k_norm", "kv_lens"})
+                        "q_norm", "k_norm", "positions", "kv_lens"})
     if (a.count(n))
       t[n] = toTensor(b, loc, a[n], false);
   Value init = toTensor(b, loc, a["out"], true);
@@ -341,7 +341,15 @@ void layerBody(OpBuilder &b, Location loc, const AttentionSpec &s,
           k = normalizeHeads(lb, l, s, k, t["k_norm"], tDyn);
         }
         if (s.rope.enabled()) {
-          const auto table = rotaryTable(lb, l, s, T, tDyn);
+          // This sequence's positions, [T] i32 (positions = runtime).
+          Value positions;
+          if (s.positionsAtRuntime)
+            positions = lb.create<tensor::ExtractSliceOp>(
+                l, RankedTensorType::get({T}, lb.getI32Type()), t["positions"],
+                ArrayRef<OpFoldResult>{bIv, lb.getIndexAttr(0)},
+                ArrayRef<OpFoldResult>{lb.getIndexAttr(1), tSize},
+                ArrayRef<OpFoldResult>{lb.getIndexAttr(1), lb.getIndexAttr(1)});
+          const auto table = rotaryTable(lb, l, s, T, tDyn, positions);
           q = rotateHeads(lb, l, s, q, table, tSize);
           k = rotateHeads(lb, l, s, k, table, tSize);
         }

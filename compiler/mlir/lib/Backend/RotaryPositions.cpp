@@ -15,7 +15,7 @@ using namespace mlir;
 
 std::pair<Value, Value> rotaryTable(OpBuilder &b, Location l,
                                     const AttentionSpec &s, int64_t T,
-                                    ValueRange tDyn) {
+                                    ValueRange tDyn, Value positions) {
   const std::vector<double> inv = ropeInverseFrequencies(s.rope, s.d_k);
   const int64_t half = static_cast<int64_t>(inv.size());
   auto invType = RankedTensorType::get({half}, b.getF64Type());
@@ -27,16 +27,29 @@ std::pair<Value, Value> rotaryTable(OpBuilder &b, Location l,
   const double gain = ropeAttentionFactor(s.rope);
   AffineMap freqOf =
       AffineMap::get(2, 0, {b.getAffineDimExpr(1)}, b.getContext());
+  AffineMap tokenOf =
+      AffineMap::get(2, 0, {b.getAffineDimExpr(0)}, b.getContext());
   AffineMap id = b.getMultiDimIdentityMap(2);
+  SmallVector<Value> ins = {invFreq};
+  SmallVector<AffineMap> maps = {freqOf};
+  if (positions) {
+    ins.push_back(positions);
+    maps.push_back(tokenOf);
+  }
+  maps.append({id, id});
   auto generic = b.create<linalg::GenericOp>(
-      l, TypeRange{tableType, tableType}, ValueRange{invFreq},
-      ValueRange{cosInit, sinInit}, ArrayRef<AffineMap>{freqOf, id, id},
-      SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+      l, TypeRange{tableType, tableType}, ins, ValueRange{cosInit, sinInit},
+      maps, SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
       [&](OpBuilder &g, Location gl, ValueRange args) {
         // The angle and its cos and sin in f64: at position 10^5 an f32
         // angle is off by ~4e-3 rad; rounding the results to f32 adds 6e-8.
-        Value t = g.create<linalg::IndexOp>(gl, 0);
-        Value ti = g.create<arith::IndexCastOp>(gl, g.getI64Type(), t);
+        Value ti;
+        if (positions) {
+          ti = args[1]; // this token's position (i32)
+        } else {
+          Value t = g.create<linalg::IndexOp>(gl, 0);
+          ti = g.create<arith::IndexCastOp>(gl, g.getI64Type(), t);
+        }
         Value pos = g.create<arith::SIToFPOp>(gl, g.getF64Type(), ti);
         Value angle = g.create<arith::MulFOp>(gl, pos, args[0]);
         Value k = g.create<arith::ConstantOp>(gl, g.getF64FloatAttr(gain));

@@ -90,6 +90,10 @@ public:
   /// length are -1) and the cache's block count (a few more blocks than
   /// the sequences use, so some are never named).
   const std::vector<int32_t> &blockTable() const { return table_; }
+  /// positions = runtime: each token's position, [B, Tq], seeded draws in
+  /// [0, 2^16) (not a run of consecutive positions, whose rotation the
+  /// scores would not see); empty otherwise.
+  const std::vector<int32_t> &positions() const { return positions_; }
   int64_t numBlocks() const { return numBlocks_; }
   void clearOutput();
   /// Replaces the values of a data input of the ABI model (x, w_q, sinks,
@@ -134,6 +138,7 @@ private:
   /// One entry per data input of the ABI model (mhagen/abi_model.hpp).
   std::map<std::string, Tensor> inputs_;
   std::vector<int32_t> lens_;
+  std::vector<int32_t> positions_;
   /// A paged cache: K/V (and int8 scales) copied into their blocks, by
   /// name; slots past a sequence's length hold NaN (never written).
   std::map<std::string, Tensor> paged_;

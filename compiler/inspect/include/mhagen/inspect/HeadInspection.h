@@ -24,6 +24,8 @@ struct LayerCall {
   const float *bq = nullptr, *bk = nullptr; ///< bias = true
   /// qk_norm's weights ([dk] or [h*dk] and [kv*dk]).
   const float *qNorm = nullptr, *kNorm = nullptr;
+  /// positions = runtime: each token's position ([T]).
+  const int32_t *positions = nullptr;
   const float *sinks = nullptr;       ///< sinks = learned
   const float *alibiSlopes = nullptr; ///< alibi = runtime
   const float *scale = nullptr;       ///< scale = runtime

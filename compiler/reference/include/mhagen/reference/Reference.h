@@ -103,6 +103,9 @@ struct LayerArgs {
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
   /// qk_norm weights: [dk] each (head) or [h*dk] and [kv*dk] (projection).
   const float *qNorm = nullptr, *kNorm = nullptr;
+  /// positions = runtime: [B, T], each token's position; null: token t
+  /// at position t.
+  const int32_t *positions = nullptr;
   const int32_t *kvLens = nullptr;
   ModifierArgs modifiers;
   /// Also each computed row's log-sum-exp, [B, T, h] (others left 0).

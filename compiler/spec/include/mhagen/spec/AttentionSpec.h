@@ -148,6 +148,9 @@ struct AttentionSpec {
   /// Rotary positions on q and k after the projections (op = layer only;
   /// mhagen/spec/Rope.h).
   RopeSpec rope;
+  /// `positions = runtime`: the rotation's positions are a call argument,
+  /// positions [B, T] int32; false: token t of a call sits at position t.
+  bool positionsAtRuntime = false;
   std::optional<double> scale; ///< unset: 1/sqrt(d_k)
   /// `scale = runtime`: the scale is a call argument (scale [1] f32) and
   /// `scale` stays unset; the compiled-in scale is the default.
