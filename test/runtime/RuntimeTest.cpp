@@ -49,6 +49,27 @@ struct Buffers {
   mhagen_call_args args{};
 };
 
+// The arguments of a fake op = layer kernel (d 32, h 4, kv 2, dk 8): x,
+// the four projections and out; biases and norm weights are allocated for
+// a test to pass.
+struct LayerBuffers {
+  LayerBuffers(int64_t B, int64_t T)
+      : x(B * T * 32), wq(32 * 32), wk(32 * 16), wv(32 * 16), wo(32 * 32),
+        bq(32), bk(16), bv(16), bo(32), qNorm(8), kNorm(8), out(B * T * 32) {
+    args.abi_version = MHAGEN_ABI_VERSION;
+    args.batch = B;
+    args.t_q = T;
+    args.x = x.data();
+    args.w_q = wq.data();
+    args.w_k = wk.data();
+    args.w_v = wv.data();
+    args.w_o = wo.data();
+    args.out = out.data();
+  }
+  std::vector<float> x, wq, wk, wv, wo, bq, bk, bv, bo, qNorm, kNorm, out;
+  mhagen_call_args args{};
+};
+
 } // namespace
 
 TEST(Manifest, RoundTripsThroughJson) {
@@ -388,22 +409,12 @@ TEST_F(Validation, LayerRules) {
   m.spec.op = "layer";
   m.spec.bias = true;
   static FakeKernel layer(m);
-  std::vector<float> x(2 * 5 * 32), wq(32 * 32), wk(32 * 16), wv(32 * 16),
-      wo(32 * 32), bq(32), bk(16), bv(16), bo(32), out(2 * 5 * 32);
-  mhagen_call_args a{};
-  a.abi_version = MHAGEN_ABI_VERSION;
-  a.batch = 2;
-  a.t_q = 5;
-  a.x = x.data();
-  a.w_q = wq.data();
-  a.w_k = wk.data();
-  a.w_v = wv.data();
-  a.w_o = wo.data();
-  a.b_q = bq.data();
-  a.b_k = bk.data();
-  a.b_v = bv.data();
-  a.b_o = bo.data();
-  a.out = out.data();
+  LayerBuffers buffers(2, 5);
+  mhagen_call_args a = buffers.args;
+  a.b_q = buffers.bq.data();
+  a.b_k = buffers.bk.data();
+  a.b_v = buffers.bv.data();
+  a.b_o = buffers.bo.data();
   ASSERT_EQ(call(&layer, &a), MHAGEN_OK) << mhagen_last_error();
   mhagen_call_args c = a;
   c.t_kv = 7;
@@ -416,7 +427,7 @@ TEST_F(Validation, LayerRules) {
   c.w_o = nullptr;
   expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT, "w_o is NULL");
   c = a;
-  c.out = wk.data();
+  c.out = buffers.wk.data();
   expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
               "out overlaps input w_k");
 }
@@ -428,22 +439,12 @@ TEST_F(Validation, NormWeightsAndPositions) {
   m.spec.qk_norm = "head";
   m.spec.positions = true;
   static FakeKernel layer(m);
-  std::vector<float> x(2 * 3 * 32), wq(32 * 32), wk(32 * 16), wv(32 * 16),
-      wo(32 * 32), qn(8), kn(8), out(2 * 3 * 32);
+  LayerBuffers buffers(2, 3);
   std::vector<int32_t> positions = {7, 8, 9, 0, 1 << 24, 5};
-  mhagen_call_args a{};
-  a.abi_version = MHAGEN_ABI_VERSION;
-  a.batch = 2;
-  a.t_q = 3;
-  a.x = x.data();
-  a.w_q = wq.data();
-  a.w_k = wk.data();
-  a.w_v = wv.data();
-  a.w_o = wo.data();
-  a.q_norm = qn.data();
-  a.k_norm = kn.data();
+  mhagen_call_args a = buffers.args;
+  a.q_norm = buffers.qNorm.data();
+  a.k_norm = buffers.kNorm.data();
   a.positions = positions.data();
-  a.out = out.data();
   ASSERT_EQ(call(&layer, &a), MHAGEN_OK) << mhagen_last_error();
   mhagen_call_args c = a;
   c.k_norm = nullptr;
@@ -463,7 +464,7 @@ TEST_F(Validation, NormWeightsAndPositions) {
   expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
               "positions[1, 1] = -1 is outside");
   c = a;
-  c.out = qn.data();
+  c.out = buffers.qNorm.data();
   expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
               "out overlaps input q_norm");
 

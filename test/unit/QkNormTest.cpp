@@ -6,10 +6,11 @@
 #include "mhagen/reference/Reference.h"
 #include "mhagen/spec/SpecParser.h"
 
+#include "RandomData.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 
 using namespace mhagen;
 
@@ -26,23 +27,16 @@ std::string why(const std::string &text) {
   return parseQkNorm(text, n);
 }
 
-std::vector<float> uniform(size_t n, uint32_t seed, float lo = -1,
-                           float hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float &x : v)
-    x = u(rng);
-  return v;
-}
+using test::randomVec;
 
 // One small GQA layer (h 4, kv 2, dk 3) with its weights, run by the
 // reference with a chosen W_Q, W_K and norm weights.
 struct SmallLayer {
   static constexpr int64_t B = 1, T = 6, d = 8, h = 4, kv = 2, dk = 3;
-  std::vector<float> x = uniform(B * T * d, 1), wq = uniform(d * h * dk, 2),
-                     wk = uniform(d * kv * dk, 3), wv = uniform(d * kv * dk, 4),
-                     wo = uniform(h * dk * d, 5);
+  std::vector<float> x = randomVec(B * T * d, 1), wq = randomVec(d * h * dk, 2),
+                     wk = randomVec(d * kv * dk, 3),
+                     wv = randomVec(d * kv * dk, 4),
+                     wo = randomVec(h * dk * d, 5);
 
   std::vector<double> run(const std::string &qkNorm,
                           const std::vector<float> &wQ,
@@ -155,8 +149,8 @@ TEST(QkNorm, SpecFieldAndItsRules) {
 TEST(QkNorm, HeadNormIgnoresEachHeadsScale) {
   const SmallLayer L;
   const int64_t h = SmallLayer::h, kv = SmallLayer::kv, dk = SmallLayer::dk;
-  const std::vector<float> qn = uniform(dk, 6, 0.5f, 1.5f),
-                           kn = uniform(dk, 7, 0.5f, 1.5f);
+  const std::vector<float> qn = randomVec(dk, 6, 0.5f, 1.5f),
+                           kn = randomVec(dk, 7, 0.5f, 1.5f);
   const auto base = L.run("head(eps = 1e-12)", L.wq, L.wk, qn, kn);
   // Scaling one query head and one key head by different factors leaves
   // every head's normalised q and k, so the output, as it was.
@@ -164,8 +158,8 @@ TEST(QkNorm, HeadNormIgnoresEachHeadsScale) {
   const auto wk2 = scaleHead(L.wk, kv * dk, 0, dk, 0.25f);
   EXPECT_LT(maxDiff(base, L.run("head(eps = 1e-12)", wq2, wk2, qn, kn)), 1e-6);
   // The projection form sees one head grow against the others.
-  const std::vector<float> qp = uniform(h * dk, 8, 0.5f, 1.5f),
-                           kp = uniform(kv * dk, 9, 0.5f, 1.5f);
+  const std::vector<float> qp = randomVec(h * dk, 8, 0.5f, 1.5f),
+                           kp = randomVec(kv * dk, 9, 0.5f, 1.5f);
   const auto proj = L.run("projection(eps = 1e-12)", L.wq, L.wk, qp, kp);
   EXPECT_GT(maxDiff(proj, L.run("projection(eps = 1e-12)", wq2, wk2, qp, kp)),
             1e-3);

@@ -5,6 +5,8 @@
 #include "mhagen/spec/ScoreModifiers.h"
 #include "mhagen/spec/SpecParser.h"
 
+#include "RandomData.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,15 +20,7 @@ AttentionSpec spec(const std::string &fields) {
   return parseSpecs("spec s { " + fields + " }", "t").at(0);
 }
 
-std::vector<float> randomVec(size_t n, uint32_t seed, float lo = -1,
-                             float hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto &x : v)
-    x = u(rng);
-  return v;
-}
+using test::randomVec;
 
 } // namespace
 
