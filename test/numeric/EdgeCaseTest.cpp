@@ -59,7 +59,7 @@ AttentionSpec specOf(const mhagen_kernel *k) {
 
 TEST(FullyMasked, PaddingLengthZeroGivesZeros) {
   for (const char *name :
-       {"t_sdpa_f32_padding_kv2_dk64", "t_sdpa_f32_causal_padding_kv1_dk80",
+       {"t_sdpa_f32_padding_kv2_dk80", "t_sdpa_f32_causal_padding_kv1_dk64",
         "t_sdpa_bf16_padding_kv4_dk80"}) {
     const mhagen_kernel *k = kernel(name);
     ASSERT_NE(k, nullptr);
@@ -90,7 +90,7 @@ TEST(FullyMasked, LayerWithNoVisibleKeyOutputsTheBias) {
 TEST(FullyMasked, CausalQueriesBeforeTheFirstKey) {
   // Tq > Tkv: query i sits at position i + Tkv - Tq < 0 for the first rows,
   // which see no key at all.
-  const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk64");
+  const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv1_dk64");
   ASSERT_NE(k, nullptr);
   SKIP_UNLESS_USABLE(k);
   Problem p(specOf(k), {2, 40, 13}, {});
@@ -107,8 +107,8 @@ TEST(FullyMasked, CausalQueriesBeforeTheFirstKey) {
 
 TEST(HugeLogits, NoOverflowAndStillAccurate) {
   for (const char *name :
-       {"t_sdpa_f32_none_kv4_dk64", "t_sdpa_f32_causal_kv1_dk128",
-        "t_sdpa_f32_window_kv2_dk80", "t_sdpa_bf16_causal_kv2_dk64",
+       {"t_sdpa_f32_none_kv4_dk64", "t_sdpa_f32_causal_kv2_dk128",
+        "t_sdpa_f32_window_kv1_dk80", "t_sdpa_bf16_causal_kv2_dk64",
         "t_layer_f32_causal_kv2_dk64"}) {
     const mhagen_kernel *k = kernel(name);
     ASSERT_NE(k, nullptr);
@@ -530,7 +530,7 @@ TEST(Ragged, PackedRowsStridesAndEmptySequences) {
 }
 
 TEST(Strides, FusedQkvBufferGivesTheSameBits) {
-  const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv2_dk80");
+  const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv4_dk80");
   ASSERT_NE(k, nullptr);
   SKIP_UNLESS_USABLE(k);
   AttentionSpec s = specOf(k);
@@ -577,7 +577,7 @@ TEST(Strides, FusedQkvBufferGivesTheSameBits) {
 // place through batch strides (a cache of `cap` tokens per sequence holding
 // `tkv`), with the same bits as a dense call.
 TEST(Strides, Int8CacheWithSpareCapacityGivesTheSameBits) {
-  const mhagen_kernel *k = kernel("t_kvstore_i8_causal_padding_kv2");
+  const mhagen_kernel *k = kernel("t_kvstore_i8_causal_padding_kv4");
   ASSERT_NE(k, nullptr);
   SKIP_UNLESS_USABLE(k);
   AttentionSpec s = specOf(k);
@@ -788,7 +788,7 @@ TEST(NonFinite, ReachesExactlyTheRowsThatSeeIt) {
 }
 
 TEST(Determinism, SameBitsForAnyThreadCount) {
-  const mhagen_kernel *k = kernel("t_sdpa_f32_window_kv2_dk128");
+  const mhagen_kernel *k = kernel("t_sdpa_f32_window_kv4_dk128");
   ASSERT_NE(k, nullptr);
   SKIP_UNLESS_USABLE(k);
   Problem p(specOf(k), {2, 300, 300}, {});
