@@ -25,9 +25,13 @@ RotaryPositions defineRotaryTable(const AttentionSpec &s, Var j, Var t, Var b,
   const Expr angle = cast<double>(position) * table(j);
   RotaryPositions r;
   r.cosSin = Func("rope_cos_sin");
+  r.perBatch = s.positionsAtRuntime;
   const Expr g = Expr(gain);
-  r.cosSin(j, t, b) =
-      Tuple(cast<float>(cos(angle) * g), cast<float>(sin(angle) * g));
+  const Tuple value(cast<float>(cos(angle) * g), cast<float>(sin(angle) * g));
+  if (r.perBatch)
+    r.cosSin(j, t, b) = value;
+  else
+    r.cosSin(j, t) = value;
   return r;
 }
 
@@ -53,8 +57,8 @@ Expr rotateChannel(const AttentionSpec &s, const RotaryPositions &rope,
   freq = clamp(freq, 0, half - 1);
   const Expr x = proj(base + c, t, b);
   const Expr other = proj(base + partner, t, b);
-  const Expr cosA = rope.cosSin(freq, t, b)[0],
-             sinA = rope.cosSin(freq, t, b)[1];
+  const Tuple entry = rope.at(freq, t, b);
+  const Expr cosA = entry[0], sinA = entry[1];
   const Expr rotated = x * cosA + select(first, -other, other) * sinA;
   return select(c < dim, rotated, x);
 }

@@ -12,9 +12,16 @@
 namespace mhagen::hl {
 
 struct RotaryPositions {
-  /// cosSin(j, t, b) = (cos, sin) of the angle of token t of batch b at
-  /// frequency j, in f32, times the attention factor.
+  /// (cos, sin) of the angle at frequency j, in f32, times the attention
+  /// factor: cosSin(j, t) of token t when positions are implicit (every
+  /// batch shares them), cosSin(j, t, b) of token t of batch b when they
+  /// are a call argument.
   Halide::Func cosSin;
+  bool perBatch = false;
+  /// The table's entry for frequency j of token t of batch b.
+  Halide::Tuple at(Halide::Expr j, Halide::Expr t, Halide::Expr b) const {
+    return perBatch ? cosSin(j, t, b) : cosSin(j, t);
+  }
 };
 
 /// The table for `spec.rope` (enabled) over tokens `t` of batches `b`:
