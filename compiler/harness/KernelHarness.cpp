@@ -297,6 +297,24 @@ void Problem::buildPagedCache(uint32_t seed) {
   }
 }
 
+void Problem::setPositions(const std::vector<int32_t> &values) {
+  if (!spec_.positionsAtRuntime)
+    throw std::invalid_argument("this kernel takes no positions (positions = "
+                                "implicit)");
+  if (values.size() != positions_.size())
+    throw std::invalid_argument(
+        "positions needs " + std::to_string(positions_.size()) +
+        " values, got " + std::to_string(values.size()));
+  positions_ = values;
+}
+
+std::vector<std::string> Problem::inputNames() const {
+  std::vector<std::string> names;
+  for (const auto &[name, tensor] : inputs_)
+    names.push_back(name);
+  return names;
+}
+
 void Problem::setInput(const std::string &name,
                        const std::vector<float> &values) {
   auto it = inputs_.find(name);

@@ -101,6 +101,12 @@ public:
   /// std::invalid_argument naming the tensor when this kernel has no such
   /// input, the count differs, or it is stored as int8.
   void setInput(const std::string &name, const std::vector<float> &values);
+  /// Replaces the positions of positions = runtime ([B, Tq]); throws
+  /// std::invalid_argument when the kernel takes none or the count differs.
+  void setPositions(const std::vector<int32_t> &values);
+  /// The names of the kernel's data inputs (x, w_q, ..., sinks), each
+  /// settable with setInput; int8 scales are listed with their tensors'.
+  std::vector<std::string> inputNames() const;
   /// The f32 values of an input (as stored), or nullptr if this kernel has
   /// no such input.
   const float *inputValues(const std::string &name) const {
