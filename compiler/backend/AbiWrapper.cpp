@@ -29,6 +29,7 @@ abi::AbiShape abiShapeOf(const AttentionSpec &s) {
                                               abi::AbiShape::Norm::Projection};
   shape.qkNorm = norms[static_cast<int>(s.qk_norm.scope)];
   shape.positions = s.op == Op::Layer && s.positionsAtRuntime;
+  shape.layerCache = s.cachedLayer();
   return shape;
 }
 
@@ -46,7 +47,7 @@ std::optional<int64_t> fixedCallSize(const abi::Dim &d,
   case abi::Size::TokensQ:
     return s.T;
   case abi::Size::TokensKv:
-    return s.op == Op::Layer ? s.T : s.T_kv;
+    return s.op == Op::Layer && !s.layerCache ? s.T : s.T_kv;
   default:
     return std::nullopt;
   }
@@ -82,7 +83,7 @@ WrapperPlan wrapperPlan(const AttentionSpec &spec) {
   WrapperPlan plan;
   plan.setup =
       std::string("  const int64_t B = a->batch, TQ = a->t_q, TKV = ") +
-      (s.layer ? "a->t_q" : "a->t_kv") + ";\n  (void)TKV;\n";
+      (s.layer && !s.layerCache ? "a->t_q" : "a->t_kv") + ";\n  (void)TKV;\n";
   if (s.kvBlock > 0) // a paged cache: its blocks and the table's width
     plan.setup += "  const int64_t NB = a->num_blocks, TB = (TKV + " +
                   std::to_string(s.kvBlock - 1) + ") / " +

@@ -54,6 +54,7 @@ KernelManifest makeManifest(const AttentionSpec &s, const std::string &symbol,
                    : s.qk_norm.scope == QkNormScope::Projection ? "projection"
                                                                 : "none";
   m.spec.positions = s.positionsAtRuntime;
+  m.spec.layer_cache = s.cachedLayer();
   m.spec.scaleAtRuntime = s.scaleAtRuntime;
   m.spec.scale = s.scaleAtRuntime ? 0.0 : s.effectiveScale();
   m.spec.softcap = s.softcap.value_or(0.0);

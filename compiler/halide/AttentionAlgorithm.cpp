@@ -565,7 +565,7 @@ AttentionStages defineAttention(const AttentionSpec &s,
   // cache or a ragged batch its own length, so its T_q queries are its last
   // positions (bottom-right per sequence).
   x.mask = s.effectiveMask();
-  x.perSequence = s.pagedKv() || s.ragged;
+  x.perSequence = s.keysPerSequence();
   x.seqEnd = x.perSequence ? in.kvLen(v.b) : x.Tkv;
   // GQA: the tile's heads share K/V head g = head / (h/kv), without copies.
   x.kvHead = (v.ho * x.HP) / static_cast<int>(x.group);

@@ -146,9 +146,14 @@ const abi::TensorModel &outputModel(const AttentionSpec &s,
 } // namespace
 
 std::vector<Func> outputsOf(const BuiltPipeline &bp, const AttentionSpec &s) {
+  std::vector<Func> out{bp.output};
   if (s.lse)
-    return {bp.output, bp.lse};
-  return {bp.output};
+    out.push_back(bp.lse);
+  if (bp.newKeys) {
+    out.push_back(*bp.newKeys);
+    out.push_back(*bp.newValues);
+  }
+  return out;
 }
 
 namespace {
@@ -334,10 +339,14 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     qCols = bp.qNorm->normed;
     kCols = bp.kNorm->normed;
   }
+  // With a cache, the call's tokens are each sequence's last T of its
+  // kv_lens (docs/design.md §5, "The layer's KV cache").
+  const Expr tokens = x.dim(1).extent();
+  const Expr cachedBefore = s.cachedLayer() ? in.kvLen(v.b) - tokens : Expr();
   if (s.rope.enabled())
     bp.rope = defineRotaryTable(
         s, v.j, v.t, v.b,
-        s.positionsAtRuntime ? param("positions") : ImageParam());
+        s.positionsAtRuntime ? param("positions") : ImageParam(), cachedBefore);
   // Split heads by feature columns: head i owns columns i*dk..(i+1)*dk-1.
   auto channel = [&](Func cols, Expr c, Expr head) {
     return s.rope.enabled()
@@ -347,16 +356,44 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
   // q is normalised and rotated as the attention reads it (once per head
   // and token); k once per call, since every query tile reads it.
   in.q(v.c, v.hd, v.t, v.b) = channel(qCols, v.c, v.hd);
-  if (s.rope.enabled() || s.qk_norm.enabled()) {
-    bp.keys = Func("k_final");
-    (*bp.keys)(v.c, v.g, v.t, v.b) = channel(kCols, v.c, v.g);
-    in.k(v.c, v.g, v.t, v.b) = (*bp.keys)(v.c, v.g, v.t, v.b);
+  const Expr valueCol = pv.out(v.g * static_cast<int>(dv) + v.c, v.t, v.b);
+  if (s.cachedLayer()) {
+    // The new rows as the cache stores them (outputs, appended by the
+    // wrapper), and the keys the attention reads: the cache's rows before
+    // the call's, then the new rows as stored (so a call attends over
+    // exactly what the next call reads back). Indices are clamped: both
+    // sides of the select are loaded.
+    const Type stored = elementType(s);
+    bp.newKeys = Func("k_new");
+    (*bp.newKeys)(v.c, v.g, v.t, v.b) =
+        fromF32(s, stored, channel(kCols, v.c, v.g));
+    bp.newValues = Func("v_new");
+    (*bp.newValues)(v.c, v.g, v.t, v.b) = fromF32(s, stored, valueCol);
+    ImageParam kc = param("k"), vc = param("v");
+    const Expr capacity = kc.dim(2).extent();
+    const Expr before = in.kvLen(v.b) - tokens;
+    const Expr old = v.t < before;
+    const Expr cacheRow = clamp(v.t, 0, capacity - 1);
+    const Expr newRow = clamp(v.t - before, 0, tokens - 1);
+    in.k(v.c, v.g, v.t, v.b) =
+        select(old, f32(kc(v.c, v.g, cacheRow, v.b)),
+               f32((*bp.newKeys)(v.c, v.g, newRow, v.b)));
+    in.v(v.c, v.g, v.t, v.b) =
+        select(old, f32(vc(v.c, v.g, cacheRow, v.b)),
+               f32((*bp.newValues)(v.c, v.g, newRow, v.b)));
+    in.tkv = capacity;
   } else {
-    in.k(v.c, v.g, v.t, v.b) = channel(kCols, v.c, v.g);
+    if (s.rope.enabled() || s.qk_norm.enabled()) {
+      bp.keys = Func("k_final");
+      (*bp.keys)(v.c, v.g, v.t, v.b) = channel(kCols, v.c, v.g);
+      in.k(v.c, v.g, v.t, v.b) = (*bp.keys)(v.c, v.g, v.t, v.b);
+    } else {
+      in.k(v.c, v.g, v.t, v.b) = channel(kCols, v.c, v.g);
+    }
+    in.v(v.c, v.g, v.t, v.b) = valueCol;
+    in.tkv = tokens;
   }
-  in.v(v.c, v.g, v.t, v.b) = pv.out(v.g * static_cast<int>(dv) + v.c, v.t, v.b);
-  in.tq = x.dim(1).extent();
-  in.tkv = x.dim(1).extent();
+  in.tq = tokens;
   bp.attention = hl::defineAttention(s, in, tiles, v);
   // Merge heads: column n of O is channel n % dv of head n / dv.
   Func merged("merged");
@@ -410,6 +447,19 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
   if (s.lse)
     constrainDims(bp.lse.output_buffer(), outputModel(s, "lse"), s,
                   /*bindCallSizes=*/false);
+  if (bp.newKeys) {
+    // Dense [B, T, kv, dk] scratch rows from the wrapper.
+    const int kv = static_cast<int>(s.n_kv);
+    const std::pair<Func, int> rows[] = {{*bp.newKeys, int(s.d_k)},
+                                         {*bp.newValues, int(s.d_v)}};
+    for (const auto &[f, width] : rows) {
+      OutputImageParam o = f.output_buffer();
+      o.dim(0).set_min(0).set_extent(width).set_stride(1);
+      o.dim(1).set_min(0).set_extent(kv).set_stride(width);
+      o.dim(2).set_min(0).set_stride(width * kv);
+      o.dim(3).set_min(0);
+    }
+  }
   return bp;
 }
 
@@ -456,6 +506,11 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
   }
   if (bp.keys)
     hl::scheduleKeysOnceCpu(*bp.keys, bp.v, p);
+  if (bp.newKeys) {
+    // Outputs, so computed once per call like k_final above.
+    hl::scheduleKeysOnceCpu(*bp.newKeys, bp.v, p);
+    hl::scheduleKeysOnceCpu(*bp.newValues, bp.v, p);
+  }
   bp.attention.out.compute_root();
   hl::scheduleAttentionCpu(bp.attention, bp.attention.out, bp.v, s, p);
   hl::scheduleProjectionCpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,

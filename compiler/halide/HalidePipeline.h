@@ -45,11 +45,16 @@ struct BuiltPipeline {
   /// keys(c, g, t, b): the keys normalised and rotated once per call, since
   /// every query tile reads them (layer with qk_norm or rope only).
   std::optional<Halide::Func> keys;
+  /// kv_cache = contiguous in a layer: the call's tokens' K and V rows in
+  /// the cache's storage type, [B, T, kv, dk]: outputs the wrapper appends
+  /// to the cache after the pipeline (halide_wrapper.c.in).
+  std::optional<Halide::Func> newKeys, newValues;
   std::vector<int64_t> projectionWidths;
   Halide::ImageParam kvLens;
 };
 
-/// The pipeline's outputs in the ABI model's order: out, then lse.
+/// The pipeline's outputs: the ABI model's (out, then lse), then a layer
+/// cache's new K and V rows.
 std::vector<Halide::Func> outputsOf(const BuiltPipeline &bp,
                                     const AttentionSpec &s);
 

@@ -11,6 +11,68 @@
 
 namespace mhagen::hl {
 
+namespace {
+
+/// A layer's cache (kv_cache = contiguous): the pipeline writes the call's
+/// K/V rows to dense scratch (its outputs k_new, v_new, [B, TQ, kv, dk]
+/// in the cache's type); after it, each sequence's rows are copied to its
+/// cache rows [kv_lens[b] - TQ, kv_lens[b]). The runtime has checked
+/// kv_lens[b] in [TQ, TKV] and that the cache aliases no other tensor.
+struct CacheAppend {
+  std::string setup, teardown;
+};
+
+CacheAppend cacheAppend(const AttentionSpec &s) {
+  // GPU targets are refused (the spec's rule): bf16 is Halide's bfloat.
+  const int bytes =
+      static_cast<int>(abi::scalarBytes(backend::abiShapeOf(s).kv));
+  const std::string elem = std::to_string(bytes), kv = std::to_string(s.n_kv);
+  const std::string typeCode = s.dtype == DType::BF16 ? "4" : "2";
+  CacheAppend c;
+  c.setup = "  /* The call's new K/V rows, appended to the cache after the "
+            "pipeline. */\n";
+  c.teardown = "  if (rc == 0) {\n";
+  const std::pair<const char *, int64_t> rows[] = {{"k", s.d_k}, {"v", s.d_v}};
+  for (const auto &[name, width] : rows) {
+    const std::string n = name, w = std::to_string(width);
+    const std::string row = "(int64_t)" + kv + " * " + w;
+    c.setup += "  void *mh_" + n + "_new = malloc((size_t)(B * TQ * " + row +
+               " * " + elem + "));\n";
+    c.setup += "  halide_buffer_t buf_" + n + "_new;\n";
+    c.setup += "  halide_dimension_t dim_" + n + "_new[4];\n";
+    c.setup +=
+        "  {\n    const int64_t e[4] = {" + w + ", " + kv + ", TQ, B};\n";
+    c.setup += "    const int64_t s[4] = {1, " + w + ", " + row + ", TQ * " +
+               row + "};\n";
+    c.setup += "    mh_buffer(&buf_" + n + "_new, dim_" + n + "_new, mh_" + n +
+               "_new, " + typeCode + ", " + std::to_string(8 * bytes) +
+               ", 4, e, s);\n  }\n";
+    c.teardown += "    {\n      const int64_t ts = a->" + n +
+                  "_token_stride ? a->" + n + "_token_stride : " + row + ";\n";
+    c.teardown += "      const int64_t bs = a->" + n + "_batch_stride ? a->" +
+                  n + "_batch_stride : ts * TKV;\n";
+    c.teardown += "      for (int64_t b = 0; b < B; ++b)\n"
+                  "        for (int64_t t = 0; t < TQ; ++t)\n";
+    c.teardown += "          memcpy((char *)(uintptr_t)a->" + n +
+                  " + (b * bs + (a->kv_lens[b] - TQ + t) * ts) * " + elem +
+                  ",\n                 (const char *)mh_" + n +
+                  "_new + (b * TQ + t) * " + row + " * " + elem +
+                  ",\n                 (size_t)(" + row + " * " + elem +
+                  "));\n    }\n";
+  }
+  c.setup += "  if (!mh_k_new || !mh_v_new) {\n"
+             "    free(mh_k_new);\n"
+             "    free(mh_v_new);\n"
+             "    snprintf(err, errlen, \"cannot allocate the new K/V "
+             "rows\");\n"
+             "    return -1;\n"
+             "  }\n";
+  c.teardown += "  }\n  free(mh_k_new);\n  free(mh_v_new);\n";
+  return c;
+}
+
+} // namespace
+
 std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
                           const std::string &target, bool gpu,
                           std::optional<LongCallRange> longCalls) {
@@ -71,22 +133,31 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
       teardown += "  {\n" + hostDone + "  }\n";
     }
   }
+  std::string params = bufs.params, callArgs = bufs.callArgs;
+  if (s.cachedLayer()) {
+    const CacheAppend append = cacheAppend(s);
+    includes += "#include <stdlib.h>\n";
+    setup += append.setup;
+    teardown = append.teardown + teardown;
+    params += ", halide_buffer_t *k_new, halide_buffer_t *v_new";
+    callArgs += ", &buf_k_new, &buf_v_new";
+  }
   // The pipeline a call runs: the long-call variant for the calls in its
   // range, where the kernel has one.
-  std::string longDecl, call = symbol + "_pipeline(" + bufs.callArgs + ")";
+  std::string longDecl, call = symbol + "_pipeline(" + callArgs + ")";
   if (longCalls) {
-    longDecl = "int " + symbol + "_long_pipeline(" + bufs.params + ");\n";
+    longDecl = "int " + symbol + "_long_pipeline(" + params + ");\n";
     std::string inRange = "a->t_q >= " + std::to_string(longCalls->minTokens);
     if (longCalls->maxKeys)
       inRange += " && a->t_kv <= " + std::to_string(*longCalls->maxKeys);
-    call = inRange + " ? " + symbol + "_long_pipeline(" + bufs.callArgs +
+    call = inRange + " ? " + symbol + "_long_pipeline(" + callArgs +
            ")\n                 : " + call;
   }
   return fillTemplate(templateText("halide_wrapper.c.in"),
                       {{"MHAGEN_VERSION", MHAGEN_VERSION},
                        {"SYMBOL", symbol},
                        {"TARGET", target},
-                       {"PIPELINE_PARAMS", bufs.params},
+                       {"PIPELINE_PARAMS", params},
                        {"BUFFER_SETUP", setup},
                        {"LONG_PIPELINE_DECL", longDecl},
                        {"PIPELINE_CALL", call},

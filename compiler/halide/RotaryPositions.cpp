@@ -9,7 +9,7 @@ namespace mhagen::hl {
 using namespace Halide;
 
 RotaryPositions defineRotaryTable(const AttentionSpec &s, Var j, Var t, Var b,
-                                  ImageParam positions) {
+                                  ImageParam positions, Expr firstPosition) {
   const std::vector<double> inv = ropeInverseFrequencies(s.rope, s.d_k);
   Buffer<double> table(static_cast<int>(inv.size()), "rope_inv_freq");
   for (size_t f = 0; f < inv.size(); ++f)
@@ -18,14 +18,15 @@ RotaryPositions defineRotaryTable(const AttentionSpec &s, Var j, Var t, Var b,
   // The angle and its cos and sin in double: at position 10^5 an f32 angle
   // is off by ~4e-3 rad; rounding the results to f32 adds 6e-8.
   // Tokens past the call's (whole GEMM blocks) read the last position.
-  const Expr position =
-      s.positionsAtRuntime
-          ? positions(clamp(t, 0, positions.dim(0).extent() - 1), b)
-          : Expr(t);
+  Expr position = t;
+  if (s.positionsAtRuntime)
+    position = positions(clamp(t, 0, positions.dim(0).extent() - 1), b);
+  else if (firstPosition.defined())
+    position = firstPosition + t;
   const Expr angle = cast<double>(position) * table(j);
   RotaryPositions r;
   r.cosSin = Func("rope_cos_sin");
-  r.perBatch = s.positionsAtRuntime;
+  r.perBatch = s.positionsAtRuntime || firstPosition.defined();
   const Expr g = Expr(gain);
   const Tuple value(cast<float>(cos(angle) * g), cast<float>(sin(angle) * g));
   if (r.perBatch)

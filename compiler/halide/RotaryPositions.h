@@ -26,11 +26,13 @@ struct RotaryPositions {
 
 /// The table for `spec.rope` (enabled) over tokens `t` of batches `b`:
 /// inverse frequencies from the spec, embedded as constants; token t sits
-/// at position t, or at positions(t, b) (positions = runtime; a defined
-/// ImageParam, T tokens wide).
+/// at position t, at firstPosition(b) + t (a layer's cache: the tokens
+/// before the call; a defined Expr of b), or at positions(t, b)
+/// (positions = runtime; a defined ImageParam, T tokens wide).
 RotaryPositions defineRotaryTable(const AttentionSpec &spec, Halide::Var j,
                                   Halide::Var t, Halide::Var b,
-                                  Halide::ImageParam positions);
+                                  Halide::ImageParam positions,
+                                  Halide::Expr firstPosition);
 /// Channel c of head `head` of `proj` (out(n, t, b), head i in columns
 /// i*dk..(i+1)*dk-1) after the rotation: x[c] cos - x[partner] sin for the
 /// first of a pair, x[c] cos + x[partner] sin for the second; unrotated

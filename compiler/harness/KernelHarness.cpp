@@ -77,8 +77,10 @@ size_t elementCount(const abi::TensorModel &t, const abi::AbiShape &shape,
 Problem::Problem(const AttentionSpec &s, ProblemSize size,
                  const ProblemOptions &o)
     : spec_(s), size_(size) {
-  if (s.op == Op::Layer)
+  if (s.op == Op::Layer && !s.layerCache)
     size_.Tkv = size_.Tq;
+  if (s.cachedLayer()) // the cache holds at least the call's tokens
+    size_.Tkv = std::max(size_.Tkv, size_.Tq);
   const int64_t B = size_.B, Tkv = size_.Tkv;
   const uint32_t seed = o.seed * 7919u;
   // Value ranges that keep scores O(1) (or at the requested magnitude);
@@ -172,10 +174,30 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
     outBits_.assign(outF32_.size(), 0);
   if (s.effectiveMask().hasPadding()) { // padding, paged or ragged
     std::mt19937 rng(seed + 10);
+    // A layer's cache holds at least the tokens the call appends.
+    const int64_t least = s.cachedLayer() ? size_.Tq : 0;
     std::uniform_int_distribution<int64_t> u(
-        std::clamp<int64_t>(o.kvLenMin, 0, Tkv), Tkv);
+        std::clamp<int64_t>(o.kvLenMin, least, Tkv), Tkv);
     for (int64_t b = 0; b < B; ++b)
-      lens_.push_back(static_cast<int32_t>(o.kvLen >= 0 ? o.kvLen : u(rng)));
+      lens_.push_back(static_cast<int32_t>(
+          o.kvLen >= 0 ? std::clamp<int64_t>(o.kvLen, least, Tkv) : u(rng)));
+  }
+  if (s.cachedLayer()) {
+    // Rows from each sequence's first new token on hold NaN: the call
+    // writes its own and must read neither those nor the ones past them.
+    for (const char *name : {"k", "v"}) {
+      Tensor &t = inputs_.at(name);
+      const size_t row = t.f32.size() / static_cast<size_t>(B * Tkv);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t r = lens_[b] - size_.Tq; r < Tkv; ++r)
+          for (size_t e = 0; e < row; ++e) {
+            const size_t at = static_cast<size_t>(b * Tkv + r) * row + e;
+            t.f32[at] = std::numeric_limits<float>::quiet_NaN();
+            if (!t.bits.empty())
+              t.bits[at] = s.dtype == DType::BF16 ? 0x7fc0 : 0x7e00;
+          }
+      cacheBefore_[name] = t.f32; // what the kernel must leave as it was
+    }
   }
   if (s.positionsAtRuntime) {
     std::mt19937 rng(seed + 13);
@@ -345,6 +367,8 @@ void Problem::setInput(const std::string &name,
       t.f32[i] = bf ? bf16ToFloat(t.bits[i]) : f16ToFloat(t.bits[i]);
     }
   }
+  if (cacheBefore_.count(name)) // a layer's cache: its values before a call
+    cacheBefore_[name] = t.f32;
   if (!paged_.empty()) // the paged copy follows the new values
     buildPagedCache(pagedSeed_);
   if (!qLens_.empty() && name == "q") // so does the packed one
@@ -361,7 +385,7 @@ mhagen_call_args Problem::args() {
   a.abi_version = MHAGEN_ABI_VERSION;
   a.batch = size_.B;
   a.t_q = size_.Tq;
-  a.t_kv = spec_.op == Op::Sdpa ? size_.Tkv : 0;
+  a.t_kv = spec_.op == Op::Sdpa || spec_.cachedLayer() ? size_.Tkv : 0;
   a.num_blocks = paged_.empty() ? 0 : numBlocks_;
   for (const abi::TensorModel *t : abi::tensors(backend::abiShapeOf(spec_))) {
     const std::string name = t->name;
@@ -424,6 +448,22 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
     a.rows = r;
     return ref::sdpa<double>(spec_, a);
   }
+  ref::LayerArgs a = layerArgs();
+  a.lse = lse;
+  a.rows = r;
+  return ref::layer<double>(spec_, a);
+}
+
+namespace {
+double storeBf16(double x) {
+  return bf16ToFloat(floatToBf16(static_cast<float>(x)));
+}
+double storeF16(double x) {
+  return f16ToFloat(floatToF16(static_cast<float>(x)));
+}
+} // namespace
+
+ref::LayerArgs Problem::layerArgs() const {
   ref::LayerArgs a;
   a.B = size_.B;
   a.T = size_.Tq;
@@ -441,9 +481,79 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
   a.positions = positions_.empty() ? nullptr : positions_.data();
   a.kvLens = lens_.empty() ? nullptr : lens_.data();
   a.modifiers = modifierArgs();
-  a.lse = lse;
-  a.rows = r;
-  return ref::layer<double>(spec_, a);
+  if (spec_.cachedLayer()) { // the cache as it was before any call
+    a.kCache = cacheBefore_.at("k").data();
+    a.vCache = cacheBefore_.at("v").data();
+    a.Tkv = size_.Tkv;
+    a.store = spec_.dtype == DType::BF16  ? storeBf16
+              : spec_.dtype == DType::F16 ? storeF16
+                                          : nullptr;
+  }
+  return a;
+}
+
+std::vector<float> Problem::cacheValues(const std::string &name) const {
+  const Tensor &t = inputs_.at(name);
+  if (t.bits.empty())
+    return t.f32;
+  std::vector<float> out(t.bits.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = spec_.dtype == DType::BF16 ? bf16ToFloat(t.bits[i])
+                                        : f16ToFloat(t.bits[i]);
+  return out;
+}
+
+Comparison Problem::checkCache() const {
+  Comparison c;
+  if (!spec_.cachedLayer())
+    return c;
+  // Only the appended rows are needed: one output row keeps the
+  // reference's attention short.
+  const std::vector<int64_t> one{0};
+  std::vector<double> newK, newV;
+  ref::LayerArgs a = layerArgs();
+  a.newK = &newK;
+  a.newV = &newV;
+  a.rows = &one;
+  (void)ref::layer<double>(spec_, a);
+  const Tolerance tol = toleranceFor(spec_);
+  const std::pair<const char *, const std::vector<double> *> tensors[] = {
+      {"k", &newK}, {"v", &newV}};
+  int64_t offset = 0; // the flat index of a failure across k then v
+  for (const auto &[name, fresh] : tensors) {
+    const std::vector<float> now = cacheValues(name);
+    const std::vector<float> &was = cacheBefore_.at(name);
+    const int64_t row =
+        static_cast<int64_t>(now.size()) / (size_.B * size_.Tkv); // kv * width
+    for (int64_t b = 0; b < size_.B; ++b) {
+      const int64_t first = lens_[b] - size_.Tq;
+      for (int64_t t = 0; t < size_.Tkv; ++t)
+        for (int64_t e = 0; e < row; ++e) {
+          const size_t at = static_cast<size_t>((b * size_.Tkv + t) * row + e);
+          const float got = now[at];
+          double want = was[at]; // rows outside the call's: untouched
+          bool exact = true;
+          if (t >= first && t < lens_[b]) {
+            want = (*fresh)[static_cast<size_t>(
+                ((b * size_.Tq) + (t - first)) * row + e)];
+            exact = false;
+          }
+          const double err = std::fabs(static_cast<double>(got) - want);
+          if (std::isnan(got) != std::isnan(want))
+            c.sawNaN = true;
+          const bool bad = exact ? !(got == static_cast<float>(want) ||
+                                     (std::isnan(got) && std::isnan(want)))
+                                 : err > tol.atol + tol.rtol * std::fabs(want);
+          if (err > c.maxAbsErr || (bad && c.failures == 0)) {
+            c.maxAbsErr = std::max(c.maxAbsErr, err);
+            c.worstIndex = offset + static_cast<int64_t>(at);
+          }
+          c.failures += bad ? 1 : 0;
+        }
+    }
+    offset += static_cast<int64_t>(now.size());
+  }
+  return c;
 }
 
 Tolerance Problem::tolerance() const {
@@ -565,9 +675,9 @@ double usefulFlops(const AttentionSpec &s, const ProblemSize &z,
   // Count visible pairs with the actual lengths (a paged cache or a
   // ragged batch: each sequence ends at its own length; a ragged one has
   // its own query count too).
-  const int64_t Tkv = s.op == Op::Layer ? z.Tq : z.Tkv;
+  const int64_t Tkv = s.op == Op::Layer && !s.layerCache ? z.Tq : z.Tkv;
   const MaskSpec mask = s.effectiveMask();
-  const bool ownEnd = s.pagedKv() || s.ragged;
+  const bool ownEnd = s.keysPerSequence();
   double pairs = 0;
   for (int64_t b = 0; b < z.B; ++b) {
     const int64_t end = ownEnd ? kvLens[b] : Tkv;

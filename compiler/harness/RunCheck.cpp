@@ -29,6 +29,7 @@ struct Measured {
   Comparison cmp;
   std::optional<Comparison> storage; ///< K/V stored as another type
   std::optional<Comparison> lse;     ///< lse = true
+  std::optional<Comparison> cache;   ///< a layer's cache after the calls
   Timing t;
   double nominal = 0, useful = 0; ///< FLOPs
   double kvBytes = 0;             ///< K/V read per call
@@ -43,7 +44,7 @@ struct Measured {
 /// past a length are never read.
 double kvBytesRead(const AttentionSpec &spec, const Problem &p) {
   const MaskSpec mask = spec.effectiveMask();
-  const bool ownEnd = spec.pagedKv() || spec.ragged;
+  const bool ownEnd = spec.keysPerSequence();
   double kvTokens = 0;
   for (int64_t bi = 0; bi < p.size().B; ++bi) {
     const int64_t len = p.kvLens().empty() ? p.size().Tkv : p.kvLens()[bi];
@@ -88,6 +89,10 @@ Measured measure(const mhagen_kernel *k, const AttentionSpec &spec,
   // lse = true: the second output against the reference's log-sum-exp.
   if (spec.lse)
     m.lse = p.checkLse(rows);
+  // A layer's cache: its appended rows, and the rest untouched (every
+  // timed call wrote the same rows).
+  if (spec.cachedLayer())
+    m.cache = p.checkCache();
   return m;
 }
 
@@ -129,6 +134,11 @@ void writeJson(const mhagen_kernel *k, const AttentionSpec &spec,
     js["lse_max_abs_err"] = m.lse->maxAbsErr;
     js["lse_within_tolerance"] = m.lse->ok();
   }
+  if (m.cache) {
+    js["kv_lens"] = p.kvLens();
+    js["cache_max_abs_err"] = m.cache->maxAbsErr;
+    js["cache_within_tolerance"] = m.cache->ok();
+  }
 }
 
 /// The problem's lines: sizes, and a paged cache's or ragged batch's
@@ -152,12 +162,16 @@ void writeProblemText(const mhagen_kernel *k, const AttentionSpec &spec,
          << " tokens in shuffled order, sequence lengths (kv_lens) " << lo
          << ".." << hi << "\n";
   }
+  auto range = [](const std::vector<int32_t> &v) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    return std::to_string(*lo) + ".." + std::to_string(*hi);
+  };
+  if (spec.cachedLayer())
+    text << "cache    contiguous, " << p.size().Tkv
+         << " tokens each; lengths after the call (kv_lens) "
+         << range(p.kvLens()) << ", the last T_q of each appended\n";
   if (spec.op == Op::Sdpa && spec.ragged) {
     // A ragged batch: seeded per-sequence query and key counts.
-    auto range = [](const std::vector<int32_t> &v) {
-      const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
-      return std::to_string(*lo) + ".." + std::to_string(*hi);
-    };
     text << "ragged   " << p.qOffsets().back()
          << " packed query rows, queries per sequence " << range(p.qLens())
          << ", keys per sequence (kv_lens) " << range(p.kvLens()) << "\n";
@@ -207,6 +221,14 @@ void writeResultText(const AttentionSpec &spec, const Measured &m,
                   lt.rtol);
     text << buf;
   }
+  if (m.cache) {
+    std::snprintf(buf, sizeof buf,
+                  "cache    appended rows max |err| %.3g vs the reference, "
+                  "%lld elements wrong (other rows must be untouched): %s\n",
+                  m.cache->maxAbsErr, static_cast<long long>(m.cache->failures),
+                  m.cache->ok() ? "OK" : "FAILED");
+    text << buf;
+  }
 }
 
 } // namespace
@@ -223,8 +245,8 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
   writeJson(k, spec, p, m, js);
   writeProblemText(k, spec, p, m, text);
   writeResultText(spec, m, text);
-  const bool ok =
-      m.cmp.ok() && (!m.storage || m.storage->ok()) && (!m.lse || m.lse->ok());
+  const bool ok = m.cmp.ok() && (!m.storage || m.storage->ok()) &&
+                  (!m.lse || m.lse->ok()) && (!m.cache || m.cache->ok());
   return ok ? 0 : 1;
 }
 

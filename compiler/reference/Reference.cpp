@@ -140,7 +140,7 @@ static void attendOneHead(const AttentionSpec &s, const HeadModifiers &hm,
   // (its queries are its last T_q tokens) and hides the keys past it
   // (docs/design.md §5).
   const MaskSpec mask = s.effectiveMask();
-  const int64_t seqEnd = s.pagedKv() || s.ragged ? kvLen : Tkv;
+  const int64_t seqEnd = s.keysPerSequence() ? kvLen : Tkv;
   for (int64_t i : rows) {
     for (int64_t j = 0; j < Tkv; ++j) {
       visible[j] = maskAllows(mask, i, j, Tq, seqEnd, kvLen);
@@ -312,8 +312,17 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
     throw std::invalid_argument("reference: positions = runtime but no "
                                 "positions");
   const QkTransform transform(s);
+  const bool cache = s.cachedLayer();
+  if (cache && (!a.kCache || !a.vCache || !a.kvLens || a.Tkv < T))
+    throw std::invalid_argument("reference: kv_cache = contiguous but no "
+                                "cache, lengths or capacity");
+  // Tokens in each sequence's cache before the call (0 without one).
+  auto before = [&](int64_t b) {
+    return cache ? int64_t(a.kvLens[b]) - T : int64_t(0);
+  };
   auto position = [&](int64_t b, int64_t t) {
-    return s.positionsAtRuntime ? int64_t(a.positions[b * T + t]) : t;
+    return s.positionsAtRuntime ? int64_t(a.positions[b * T + t])
+                                : before(b) + t;
   };
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t)
@@ -325,17 +334,43 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
   }
   // Split heads by feature columns and attend: head i reads columns
   // i*dk..(i+1)*dk-1 of Q, and K/V head g = i / (h/kv).
+  // With a cache: the new rows as stored, after the cache's rows.
+  if (cache) {
+    for (std::vector<Acc> *m : {&K, &V})
+      if (a.store)
+        for (Acc &e : *m)
+          e = static_cast<Acc>(a.store(static_cast<double>(e)));
+    if (a.newK)
+      a.newK->assign(K.begin(), K.end());
+    if (a.newV)
+      a.newV->assign(V.begin(), V.end());
+  }
+  const int64_t Tkv = cache ? a.Tkv : T;
+  auto keysOf = [&](const std::vector<Acc> &fresh, const float *cached,
+                    int64_t width, int64_t b) {
+    if (!cache)
+      return std::vector<Acc>(fresh.begin() + b * T * width,
+                              fresh.begin() + (b + 1) * T * width);
+    std::vector<Acc> all(static_cast<size_t>(Tkv * width), Acc(0));
+    for (int64_t j = 0; j < before(b) * width; ++j)
+      all[static_cast<size_t>(j)] = Acc(cached[b * Tkv * width + j]);
+    std::copy(fresh.begin() + b * T * width,
+              fresh.begin() + (b + 1) * T * width,
+              all.begin() + before(b) * width);
+    return all;
+  };
   std::vector<Acc> O(static_cast<size_t>(rows * h * dv));
   if (a.lse)
     a.lse->assign(static_cast<size_t>(rows * h), 0.0);
   for (int64_t b = 0; b < B; ++b) {
-    const int64_t len = kvLength(s, a.kvLens, b, T);
+    const int64_t len = kvLength(s, a.kvLens, b, Tkv);
+    const std::vector<Acc> Kb = keysOf(K, a.kCache, kv * dk, b);
+    const std::vector<Acc> Vb = keysOf(V, a.vCache, kv * dv, b);
     for (int64_t i = 0; i < h; ++i) {
       const int64_t g = i / (h / kv);
       attendOneHead<Acc>(s, headModifiers(s, a.modifiers, i),
-                         &Q[b * T * h * dk + i * dk], h * dk,
-                         &K[b * T * kv * dk + g * dk], kv * dk,
-                         &V[b * T * kv * dv + g * dv], kv * dv, T, T, len,
+                         &Q[b * T * h * dk + i * dk], h * dk, &Kb[g * dk],
+                         kv * dk, &Vb[g * dv], kv * dv, T, Tkv, len,
                          &O[b * T * h * dv + i * dv], h * dv,
                          a.lse ? &(*a.lse)[b * T * h + i] : nullptr, h, picked);
     }

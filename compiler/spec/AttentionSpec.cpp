@@ -75,7 +75,7 @@ int kvTypeBytes(KvType t) {
 }
 
 MaskSpec AttentionSpec::effectiveMask() const {
-  if (!pagedKv() && !ragged)
+  if (!keysPerSequence())
     return mask;
   MaskSpec m = mask;
   if (m.anyOf.empty())

@@ -87,8 +87,8 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
   CostReport r;
   r.Tq = s.T ? *s.T : Tq;
   r.Tkv = s.T_kv ? *s.T_kv : (s.T ? *s.T : Tkv);
-  if (s.op == Op::Layer)
-    r.Tkv = r.Tq; // a layer attends over its own input
+  if (s.op == Op::Layer && !s.layerCache)
+    r.Tkv = r.Tq; // a layer attends over its own input (else its cache)
   r.B = s.B ? *s.B : B;
   const double Bd = static_cast<double>(r.B);
 
@@ -104,9 +104,12 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
                      s.qk_norm.groupWidth(s.n_kv, s.d_k);
     r.paramsTotal = r.paramsWq + r.paramsWk + r.paramsWv + r.paramsWo +
                     r.paramsBias + r.paramsNorm;
+    // K and V are projected for the call's tokens only (a cache holds
+    // the others).
     r.flopsProjections = Bd * (2.0 * r.Tq * s.d * s.h * s.d_k +
-                               2.0 * r.Tkv * s.d * s.n_kv * (s.d_k + s.d_v) +
+                               2.0 * r.Tq * s.d * s.n_kv * (s.d_k + s.d_v) +
                                2.0 * r.Tq * s.h * s.d_v * s.d);
+    r.weightBytes = r.paramsTotal * dtypeBytes(s.dtype);
   }
   r.visitedPairs = visitedPairs(s.mask, r.Tq, r.Tkv);
   r.tiledPairs =
@@ -120,9 +123,14 @@ CostReport computeCost(const AttentionSpec &s, int64_t Tq, int64_t Tkv,
   r.visitedKeys = visitedKeys(s.mask, r.Tq, r.Tkv, r.Tkv);
   r.kvBytesPerCall = r.B * r.visitedKeys * r.kvBytesPerToken;
   r.memoryBandwidthGBs = memoryBandwidthGBs;
-  if (memoryBandwidthGBs > 0)
+  if (s.cachedLayer())
+    r.stepFloorBytes = r.weightBytes + r.kvBytesPerCall;
+  if (memoryBandwidthGBs > 0) {
     r.kvFloorMs = 1e3 * static_cast<double>(r.kvBytesPerCall) /
                   (memoryBandwidthGBs * 1e9);
+    r.stepFloorMs = 1e3 * static_cast<double>(r.stepFloorBytes) /
+                    (memoryBandwidthGBs * 1e9);
+  }
   r.naiveScoreBytes = s.h * r.Tq * r.Tkv * 4;
   r.fusedQueryTile = kReportQueryTile;
   r.fusedKeyTile = kReportKeyTile;
@@ -246,6 +254,21 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
     os << buf;
   }
   os << "\n";
+  if (s.op == Op::Layer)
+    os << "  weights               " << bytes(r.weightBytes)
+       << " (read once a call)\n";
+  if (s.cachedLayer()) {
+    os << "  step floor            " << bytes(r.stepFloorBytes)
+       << " (weights + K/V read; a decode step, T_q 1, reads at least "
+          "this)";
+    if (r.memoryBandwidthGBs > 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "; %.3g ms at %.3g GB/s", r.stepFloorMs,
+                    r.memoryBandwidthGBs);
+      os << buf;
+    }
+    os << "\n";
+  }
   if (s.op == Op::Sdpa && s.pagedKv())
     os << "  K/V cache             paged: blocks of " << s.kv_block
        << " tokens, " << bytes(s.kv_block * r.kvBytesPerToken)
@@ -305,6 +328,13 @@ std::string costReportJson(const AttentionSpec &s, const CostReport &r) {
   if (r.memoryBandwidthGBs > 0) {
     m["memory_bandwidth_gbs"] = r.memoryBandwidthGBs;
     m["kv_floor_ms"] = r.kvFloorMs;
+  }
+  if (s.op == Op::Layer)
+    m["weight_bytes"] = r.weightBytes;
+  if (s.cachedLayer()) {
+    m["step_floor_bytes"] = r.stepFloorBytes;
+    if (r.memoryBandwidthGBs > 0)
+      m["step_floor_ms"] = r.stepFloorMs;
   }
   m["naive_score_bytes"] = r.naiveScoreBytes;
   m["fused_scratch_bytes_per_thread"] = r.fusedScratchBytes;

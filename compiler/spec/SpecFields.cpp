@@ -369,6 +369,9 @@ SpecField kvDtypeField() {
   };
   f.same = sameMember(&Spec::kv_dtype);
   f.rule = [](const Spec &s) -> std::string {
+    if (s.kv_dtype && s.cachedLayer())
+      return "the layer's cache holds K and V in the spec's dtype: kv_dtype "
+             "needs op = sdpa";
     if (s.kv_dtype && s.op != Op::Sdpa)
       return "a K/V storage type is for a cache read by the attention core: "
              "kv_dtype needs op = sdpa (op = layer computes K and V itself)";
@@ -382,57 +385,85 @@ SpecField kvDtypeField() {
 SpecField kvCacheField() {
   SpecField f;
   f.name = "kv_cache";
-  f.values = "`contiguous`, `paged(BLOCK)` (1 <= BLOCK <= 65536)";
-  f.defaultText = "`contiguous`";
+  f.values = "`none`, `contiguous`, `paged(BLOCK)` (1 <= BLOCK <= 65536)";
+  f.defaultText = "`contiguous` (sdpa), `none` (layer)";
   f.meaning =
       "where K and V live: one `[B, T_kv, kv, dk]` cache, or a pool of "
       "`BLOCK`-token blocks `[num_blocks, BLOCK, kv, dk]` read through a "
       "per-sequence `block_table` with lengths in `kv_lens`; positions and "
-      "the mask are per sequence (design.md §5, \"Paged K/V\"); `op = sdpa`, "
-      "CPU targets, both backends, no static `Tkv`";
+      "the mask are per sequence (design.md §5, \"Paged K/V\"; `op = sdpa`, "
+      "CPU targets, both backends, no static `Tkv`). `op = layer` with "
+      "`contiguous` appends its tokens' K/V to the cache `k`, `v` (sequence "
+      "b holding `kv_lens[b]` tokens after the call) and attends over all of "
+      "them, one decoder step a call (design.md §5, \"The layer's KV "
+      "cache\"; Halide, CPU targets); `none` attends over the call's own "
+      "tokens";
   f.flag = "--kv-cache";
   f.flagForm = FlagForm::Value;
-  f.flagHelp = "contiguous (default) | paged(BLOCK): K/V in blocks of BLOCK "
-               "tokens read through a block table, lengths in kv_lens (op = "
-               "sdpa)";
+  f.flagHelp = "contiguous (sdpa's default) | paged(BLOCK): K/V in blocks of "
+               "BLOCK tokens read through a block table, lengths in kv_lens "
+               "(op = sdpa) | none (the layer's default): op = layer with "
+               "contiguous appends to a K/V cache";
   f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
     const std::string head = "paged(";
     int64_t block = 0;
-    if (v == "contiguous")
+    if (v == "none" || v == "contiguous") {
       s.kv_block = 0;
-    else if (v.size() > head.size() + 1 &&
-             v.compare(0, head.size(), head) == 0 && v.back() == ')' &&
-             parseInt(v.substr(head.size(), v.size() - head.size() - 1),
-                      block) &&
-             block > 0)
+      s.layerCache = v == "contiguous";
+    } else if (v.size() > head.size() + 1 &&
+               v.compare(0, head.size(), head) == 0 && v.back() == ')' &&
+               parseInt(v.substr(head.size(), v.size() - head.size() - 1),
+                        block) &&
+               block > 0) {
       s.kv_block = block;
-    else
-      return "expected contiguous or paged(BLOCK) with BLOCK tokens per "
-             "block, an integer > 0";
+    } else {
+      return "expected none, contiguous or paged(BLOCK) with BLOCK tokens "
+             "per block, an integer > 0";
+    }
     return "";
   });
-  auto paged = [](const Spec &s) { return "paged(" + str(s.kv_block) + ")"; };
-  f.print = [paged](const Spec &s) -> std::optional<std::string> {
-    if (!s.pagedKv())
-      return std::nullopt;
-    return paged(s);
+  // sdpa's contiguous cache and the layer's `none` are the defaults: each
+  // prints nothing, so equal kernels print alike.
+  auto text = [](const Spec &s) -> std::optional<std::string> {
+    if (s.pagedKv())
+      return "paged(" + str(s.kv_block) + ")";
+    if (s.cachedLayer())
+      return std::string("contiguous");
+    return std::nullopt;
   };
-  f.key = [paged](const Spec &s) {
-    return s.pagedKv() ? "kv_cache=" + paged(s) : "";
+  f.print = text;
+  f.key = [text](const Spec &s) {
+    const std::optional<std::string> t = text(s);
+    return t ? "kv_cache=" + *t : "";
   };
-  f.namePart = [](const Spec &s) {
-    return s.pagedKv() ? "_paged" + str(s.kv_block) : "";
+  f.namePart = [](const Spec &s) -> std::string {
+    if (s.pagedKv())
+      return "_paged" + str(s.kv_block);
+    return s.cachedLayer() ? "_kvc" : "";
   };
-  f.same = sameMember(&Spec::kv_block);
+  f.same = [text](const Spec &a, const Spec &b) { return text(a) == text(b); };
   f.rule = [](const Spec &s) -> std::string {
     const int64_t kMaxKvBlock = int64_t(1) << 16;
+    if (s.op == Op::Sdpa && s.layerCache)
+      return "";
+    if (s.cachedLayer()) {
+      if (s.target.isGpu())
+        return cpuOnly(s, "a KV cache in op = layer");
+      if (s.backend != Backend::Halide)
+        return "the layer's KV cache is built by the Halide backend: "
+               "kv_cache = contiguous in op = layer needs backend = halide";
+      if (s.T_kv)
+        return "a layer's cache takes its capacity and lengths at call time "
+               "(t_kv, kv_lens): drop the static Tkv";
+      return "";
+    }
     if (!s.pagedKv())
       return "";
     if (s.kv_block > kMaxKvBlock)
       return "BLOCK must be <= " + str(kMaxKvBlock) + " tokens per block";
     if (s.op != Op::Sdpa)
       return "a paged cache is read by the attention core: kv_cache = paged "
-             "needs op = sdpa (op = layer computes K and V itself)";
+             "needs op = sdpa (op = layer appends to kv_cache = contiguous)";
     if (s.target.isGpu())
       return cpuOnly(s, "a paged K/V cache");
     if (s.T_kv)

@@ -100,7 +100,8 @@ std::vector<TensorModel> buildTable() {
           .role(Role::Queries)
           .packed({{{S::H}}, {{S::Dk}}})
           .tokenStride(MHAGEN_ABI_STRIDE(q_token_stride)),
-      // K and V are stored as the spec's kv_dtype (a KV cache).
+      // K and V are stored as the spec's kv_dtype (a KV cache). A layer
+      // with kv_cache = contiguous writes its new tokens' rows into them.
       TensorRow(MHAGEN_ABI_PTR(k), "keys")
           .when(Presence::ContiguousKv)
           .elem(Elem::KvData)
@@ -394,7 +395,7 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
   case Presence::RaggedLse:
     return !s.layer && s.ragged && s.lse;
   case Presence::ContiguousKv:
-    return !s.layer && s.kvBlock == 0;
+    return s.layer ? s.layerCache : s.kvBlock == 0;
   case Presence::PagedKv:
     return !s.layer && s.kvBlock > 0;
   case Presence::PagedKvScales:
@@ -404,7 +405,8 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
   case Presence::LayerBias:
     return s.layer && s.bias;
   case Presence::Padding:
-    return s.padding || (!s.layer && (s.kvBlock > 0 || s.ragged));
+    return s.padding || s.layerCache ||
+           (!s.layer && (s.kvBlock > 0 || s.ragged));
   case Presence::KvScales:
     return !s.layer && s.kvBlock == 0 && s.kv == Scalar::I8;
   case Presence::Sinks:
@@ -615,13 +617,13 @@ std::string docTable() {
                                "uniform",
                                "layer",
                                "layer, bias",
-                               "padding/paged/ragged",
+                               "padding/paged/ragged/layer cache",
                                "kv_dtype i8",
                                "sinks learned",
                                "alibi runtime",
                                "lse",
                                "scale runtime",
-                               "sdpa, contiguous",
+                               "sdpa or layer cache, contiguous",
                                "paged",
                                "paged, kv_dtype i8",
                                "ragged",

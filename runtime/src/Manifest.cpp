@@ -39,6 +39,7 @@ std::string KernelManifest::toJson() const {
   s["bias"] = spec.bias;
   s["qk_norm"] = spec.qk_norm;
   s["positions"] = spec.positions;
+  s["layer_cache"] = spec.layer_cache;
   s["scale"] = spec.scaleAtRuntime ? ojson("runtime") : ojson(spec.scale);
   s["softcap"] = spec.softcap;
   s["alibi"] = spec.alibi;
@@ -220,12 +221,14 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     m.symbol = str(j, "symbol", "");
     m.kernelName = str(j, "kernel_name", "");
     const ojson &s = field(j, "spec", "");
-    onlyKnown(s, {"hash",  "semantic_key", "canonical", "op",      "d",
-                  "h",     "d_k",          "d_v",       "n_kv",    "mask",
-                  "dtype", "kv_dtype",     "bias",      "scale",   "softcap",
-                  "alibi", "sinks",        "lse",       "T",       "T_kv",
-                  "B",     "kv_block",     "ragged",    "qk_norm", "positions"},
-              "spec.");
+    onlyKnown(
+        s, {"hash",       "semantic_key", "canonical", "op",      "d",
+            "h",          "d_k",          "d_v",       "n_kv",    "mask",
+            "dtype",      "kv_dtype",     "bias",      "scale",   "softcap",
+            "alibi",      "sinks",        "lse",       "T",       "T_kv",
+            "B",          "kv_block",     "ragged",    "qk_norm", "positions",
+            "layer_cache"},
+        "spec.");
     const char *sp = "spec.";
     m.spec.hash = str(s, "hash", sp);
     m.spec.semanticKey = str(s, "semantic_key", sp);
@@ -256,6 +259,8 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
       m.spec.qk_norm = str(s, "qk_norm", sp);
     if (s.contains("positions"))
       m.spec.positions = boolean(s, "positions", sp);
+    if (s.contains("layer_cache"))
+      m.spec.layer_cache = boolean(s, "layer_cache", sp);
     const ojson &scale = field(s, "scale", sp);
     if (scale.is_string() && scale.get<std::string>() == "runtime") {
       m.spec.scaleAtRuntime = true;
@@ -349,6 +354,10 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
     return fail("spec.qk_norm needs op = layer");
   if (m.spec.positions && m.spec.op != "layer")
     return fail("spec.positions needs op = layer");
+  if (m.spec.layer_cache &&
+      (m.spec.op != "layer" || m.spec.kv_block > 0 || m.spec.T_kv > 0))
+    return fail("spec.layer_cache needs op = layer, a contiguous cache and "
+                "no static T_kv");
   if (m.device != "cpu" && m.device != "cuda" && m.device != "opencl")
     return fail("device must be cpu, cuda or opencl, not '" + m.device + "'");
   return true;

@@ -175,6 +175,7 @@ abi::AbiShape abiShapeOf(const KernelManifest &m) {
   shape.kvBlock = s.kv_block;
   shape.ragged = s.ragged;
   shape.positions = s.positions;
+  shape.layerCache = s.layer_cache;
   shape.qkNorm = s.qk_norm == "head"         ? abi::AbiShape::Norm::Head
                  : s.qk_norm == "projection" ? abi::AbiShape::Norm::Projection
                                              : abi::AbiShape::Norm::None;
@@ -227,15 +228,18 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     int64_t value;
     int64_t fixed;
   };
-  int64_t tkv = layer ? (a->t_kv ? a->t_kv : a->t_q) : a->t_kv;
-  if (layer && a->t_kv != 0 && a->t_kv != a->t_q)
+  // A layer attends over its own tokens (t_kv = t_q), or over its cache
+  // of t_kv tokens.
+  const bool ownTokens = layer && !s.layer_cache;
+  int64_t tkv = ownTokens ? (a->t_kv ? a->t_kv : a->t_q) : a->t_kv;
+  if (ownTokens && a->t_kv != 0 && a->t_kv != a->t_q)
     return fail(MHAGEN_ERR_SHAPE_MISMATCH,
                 "t_kv is " + num(a->t_kv) +
                     " but op = layer attends over its "
                     "own " +
                     num(a->t_q) + " tokens: pass t_kv = 0 or t_q");
   for (Size sz : {Size{"batch", a->batch, s.B}, Size{"t_q", a->t_q, s.T},
-                  Size{"t_kv", tkv, layer ? s.T : s.T_kv}}) {
+                  Size{"t_kv", tkv, ownTokens ? s.T : s.T_kv}}) {
     if (sz.value < 1)
       return fail(MHAGEN_ERR_INVALID_ARGUMENT, std::string(sz.name) +
                                                    " must be >= 1 (got " +
@@ -384,6 +388,17 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                   (positive ? " must be finite and > 0" : " must be finite"));
     }
   }
+  // A layer's cache is written as well as read: it must alias no other
+  // tensor.
+  if (shape.layerCache)
+    for (const Range &c : inputs)
+      if (std::string(c.name) == "k" || std::string(c.name) == "v")
+        for (const Range &r : inputs)
+          if (&r != &c && c.begin < r.end && r.begin < c.end)
+            return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                        std::string(c.name) +
+                            " (the cache the layer appends to) overlaps " +
+                            r.name + "; the cache must not alias a tensor");
   for (const abi::TensorModel &m : table) {
     const abi::TensorModel *t = &m;
     if (!abi::isPresent(m, shape) || !t->output)
@@ -426,6 +441,16 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                                        " blocks of " + num(s.kv_block) +
                                        " tokens per sequence)"
                                  : std::string()));
+    // A layer's cache must hold the tokens it appends: they are each
+    // sequence's last t_q of its kv_lens[b].
+    if (t->content == abi::Content::KeyLengthPerBatch && shape.layerCache)
+      for (int64_t b = 0; b < a->batch; ++b)
+        if (values[b] < a->t_q)
+          return fail(MHAGEN_ERR_SHAPE_MISMATCH,
+                      "kv_lens[" + num(b) + "] = " + num(values[b]) +
+                          " but the layer appends its t_q = " + num(a->t_q) +
+                          " tokens to the cache: kv_lens holds each "
+                          "sequence's length after the call, at least t_q");
     // Positions far past any context would lose the rotation's precision
     // (and a negative one is no token's).
     if (t->content == abi::Content::TokenPositions) {

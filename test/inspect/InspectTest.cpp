@@ -252,6 +252,11 @@ TEST_F(HeadsCli, WeightsFollowQkNormAndRotaryPositions) {
   EXPECT_NE(wrong.output.find("--norms given but the spec has qk_norm = none"),
             std::string::npos)
       << wrong.output;
+  ProcessResult cached = heads({"--T", "12", "--kv-cache", "contiguous"});
+  EXPECT_NE(cached.exitCode, 0);
+  EXPECT_NE(cached.output.find("heads inspects a layer over its own tokens"),
+            std::string::npos)
+      << cached.output;
 }
 
 // A learned sink is one more outcome of every row: the bound on a row's

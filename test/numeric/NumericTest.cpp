@@ -31,6 +31,9 @@ std::vector<ProblemSize> sizesFor(const AttentionSpec &s) {
   if (s.T || s.B) // a specialised kernel runs at its own sizes
     return {
         {s.B.value_or(2), s.T.value_or(64), s.T_kv.value_or(s.T.value_or(64))}};
+  if (s.cachedLayer()) // decode, chunks after cached tokens, prefill
+    return {{2, 1, 1},   {2, 1, 129}, {3, 1, 1000},
+            {2, 5, 300}, {2, 64, 64}, {2, 129, 400}};
   if (s.op == Op::Layer)
     return {{2, 1, 1}, {2, 7, 7}, {2, 64, 64}, {2, 129, 129}, {2, 1000, 1000}};
   // T = 1, 7, 64, 129, 1000; plus decode-like and KV-cache offsets.
@@ -83,6 +86,16 @@ private:
                                            "has none)"
                                          : "");
     }
+    if (spec_.cachedLayer()) {
+      // The appended rows, and every other row of the cache untouched.
+      Comparison cc = p.checkCache();
+      EXPECT_TRUE(cc.ok()) << mhagen_kernel_symbol(k_) << " cache, B "
+                           << size_.B << " Tq " << size_.Tq << " Tkv "
+                           << size_.Tkv << ": max |err| " << cc.maxAbsErr
+                           << " at flat index " << cc.worstIndex
+                           << " (k then v), " << cc.failures
+                           << " elements wrong";
+    }
     if (!spec_.kv_dtype)
       return;
     // The storage error of K/V in kv_dtype, against the reference on the values
@@ -111,8 +124,6 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: %s LIB.so [LIB.so ...]\n", argv[0]);
     return 2;
   }
-  int registered = 0;
-  std::string skipped;
   int firstLib = 1;
   if (argc > 1 && std::strncmp(argv[1], "--sizes=", 8) == 0) {
     std::string list = argv[1] + 8;
@@ -131,40 +142,25 @@ int main(int argc, char **argv) {
     }
     firstLib = 2;
   }
-  for (int i = firstLib; i < argc; ++i) {
-    mhagen_library *lib = nullptr;
-    if (mhagen_load_library(argv[i], &lib) != MHAGEN_OK) {
-      std::fprintf(stderr, "%s\n", mhagen_last_error());
-      return 1;
-    }
-    for (int j = 0; j < mhagen_library_kernel_count(lib); ++j) {
-      const mhagen_kernel *k = mhagen_library_kernel(lib, j);
-      std::string why = testing_support::unusableReason(k);
-      if (!why.empty()) {
-        testing_support::registerSkipped(mhagen_kernel_symbol(k), why);
-        skipped = why;
-        continue;
-      }
-      AttentionSpec spec = specOfKernel(k);
-      for (ProblemSize z : sizesFor(spec)) {
-        std::string name = "B" + std::to_string(z.B) + "_Tq" +
-                           std::to_string(z.Tq) + "_Tkv" +
-                           std::to_string(z.Tkv);
-        testing::RegisterTest(mhagen_kernel_symbol(k), name.c_str(), nullptr,
-                              nullptr, __FILE__, __LINE__,
-                              [k, spec, z]() -> testing::Test * {
-                                return new KernelCase(k, spec, z);
-                              });
-        ++registered;
-      }
-    }
-  }
-  if (registered == 0) {
-    if (!skipped.empty()) // every kernel needs what this machine lacks
-      return testing_support::exitAllSkipped(
-          "no kernel of these libraries runs here: " + skipped);
-    std::fprintf(stderr, "no kernel in the given libraries\n");
-    return 1;
-  }
+  const std::vector<std::string> libs(argv + firstLib, argv + argc);
+  const int rc =
+      testing_support::registerKernels(libs, [](const mhagen_kernel *k) {
+        const AttentionSpec spec = specOfKernel(k);
+        int n = 0;
+        for (ProblemSize z : sizesFor(spec)) {
+          const std::string name = "B" + std::to_string(z.B) + "_Tq" +
+                                   std::to_string(z.Tq) + "_Tkv" +
+                                   std::to_string(z.Tkv);
+          testing::RegisterTest(mhagen_kernel_symbol(k), name.c_str(), nullptr,
+                                nullptr, __FILE__, __LINE__,
+                                [k, spec, z]() -> testing::Test * {
+                                  return new KernelCase(k, spec, z);
+                                });
+          ++n;
+        }
+        return n;
+      });
+  if (rc >= 0)
+    return rc;
   return RUN_ALL_TESTS();
 }

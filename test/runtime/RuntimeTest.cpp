@@ -483,6 +483,53 @@ TEST_F(Validation, NormWeightsAndPositions) {
               "positions given but this kernel's spec has no positions = "
               "runtime");
 }
+// A layer's KV cache: k and v of t_kv tokens and kv_lens, each length at
+// least t_q (the tokens the call appends) and at most t_kv; the cache is
+// written, so it may alias no other tensor.
+TEST_F(Validation, LayerCache) {
+  KernelManifest m = fakeManifest("valkvc", "valkvc_avx2", "avx2", kAvx2);
+  m.spec.op = "layer";
+  m.spec.layer_cache = true;
+  static FakeKernel layer(m);
+  LayerBuffers buffers(2, 3);
+  const int64_t capacity = 10, row = 16; // kv 2 x dk 8
+  std::vector<float> pool(buffers.x.size() + 2 * 2 * capacity * row);
+  float *k = pool.data() + buffers.x.size();
+  float *v = k + 2 * capacity * row;
+  std::vector<int32_t> lens = {3, 10};
+  mhagen_call_args a = buffers.args;
+  a.t_kv = capacity;
+  a.k = k;
+  a.v = v;
+  a.kv_lens = lens.data();
+  ASSERT_EQ(call(&layer, &a), MHAGEN_OK) << mhagen_last_error();
+  std::vector<int32_t> bad = {2, 10};
+  mhagen_call_args c = a;
+  c.kv_lens = bad.data();
+  expectError(&layer, &c, MHAGEN_ERR_SHAPE_MISMATCH,
+              "kv_lens[0] = 2 but the layer appends its t_q = 3 tokens to "
+              "the cache");
+  bad = {3, 11};
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "kv_lens[1] = 11 is outside [0, t_kv = 10]");
+  c = a;
+  c.k = nullptr;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT, "k is NULL");
+  c = a;
+  c.kv_lens = nullptr;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT, "kv_lens is NULL");
+  c = a;
+  c.v = k + row; // one token into k
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k (the cache the layer appends to) overlaps v");
+  c = a;
+  c.x = k - buffers.x.size() + 1; // x's last element is k's first
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "(the cache the layer appends to) overlaps x");
+  c = a;
+  c.t_kv = 0;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT, "t_kv must be >= 1");
+}
 TEST_F(Validation, BiasPointersWithoutBias) {
   KernelManifest m = fakeManifest("valnob", "valnob_avx2", "avx2", kAvx2);
   m.spec.op = "layer";

@@ -14,7 +14,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
+#include <vector>
 
 namespace mhagen::testing_support {
 
@@ -50,6 +52,46 @@ inline int exitAllSkipped(const std::string &why) {
   std::printf("SKIPPED: %s\n", why.c_str());
   std::fflush(stdout);
   return kSkipExitCode;
+}
+
+/// Loads each library in `paths` and hands every kernel this machine runs
+/// to `registerCases`, which registers its test cases and returns how many
+/// (< 0: it cannot, having said why on stderr); the others are registered
+/// as skipped. Returns the binary's exit code when there is nothing to run
+/// (1: a library that does not load, a kernel that cannot be registered
+/// or no kernel at all; kSkipExitCode: none runs here), or -1 when the
+/// cases are ready for RUN_ALL_TESTS().
+inline int registerKernels(
+    const std::vector<std::string> &paths,
+    const std::function<int(const mhagen_kernel *)> &registerCases) {
+  int registered = 0;
+  std::string skipped;
+  for (const std::string &path : paths) {
+    mhagen_library *lib = nullptr;
+    if (mhagen_load_library(path.c_str(), &lib) != MHAGEN_OK) {
+      std::fprintf(stderr, "%s\n", mhagen_last_error());
+      return 1;
+    }
+    for (int j = 0; j < mhagen_library_kernel_count(lib); ++j) {
+      const mhagen_kernel *k = mhagen_library_kernel(lib, j);
+      const std::string why = unusableReason(k);
+      if (!why.empty()) {
+        registerSkipped(mhagen_kernel_symbol(k), why);
+        skipped = why;
+        continue;
+      }
+      const int n = registerCases(k);
+      if (n < 0)
+        return 1;
+      registered += n;
+    }
+  }
+  if (registered > 0)
+    return -1;
+  if (!skipped.empty()) // every kernel needs what this machine lacks
+    return exitAllSkipped("no kernel of these libraries runs here: " + skipped);
+  std::fprintf(stderr, "no kernel in the given libraries\n");
+  return 1;
 }
 
 } // namespace mhagen::testing_support

@@ -338,6 +338,43 @@ TEST(Spec, PagedKvCacheIsItsOwnFieldAndKeepsOldKeys) {
   EXPECT_NE(plain.hash(), s.hash());
 }
 
+// op = layer with kv_cache = contiguous: a layer that appends to its cache.
+// It prints and keys apart from the cacheless layer, adds the padding term
+// (keys per sequence), and is refused where it is not built; for op = sdpa
+// `contiguous` is the default and changes nothing.
+TEST(SpecErrors, LayerCacheRules) {
+  const AttentionSpec cached = one("spec a { d = 64; h = 4; mask = causal; "
+                                   "kv_cache = contiguous }");
+  const AttentionSpec plain = one("spec a { d = 64; h = 4; mask = causal }");
+  EXPECT_TRUE(cached.cachedLayer());
+  EXPECT_TRUE(cached.keysPerSequence());
+  EXPECT_TRUE(cached.effectiveMask().hasPadding());
+  EXPECT_FALSE(plain.cachedLayer());
+  EXPECT_NE(cached.semanticKey(), plain.semanticKey());
+  EXPECT_NE(cached.canonical().find("kv_cache = contiguous"),
+            std::string::npos);
+  EXPECT_NE(cached.derivedName().find("_kvc"), std::string::npos);
+  EXPECT_EQ(one(cached.canonical()).semanticKey(), cached.semanticKey());
+  EXPECT_EQ(one("spec a { d = 64; h = 4; kv_cache = none }").semanticKey(),
+            one("spec a { d = 64; h = 4 }").semanticKey());
+  EXPECT_EQ(one("spec a { op = sdpa; d = 64; h = 4; kv_cache = contiguous }")
+                .semanticKey(),
+            one("spec a { op = sdpa; d = 64; h = 4 }").semanticKey());
+  struct Case {
+    const char *extra, *field, *rule;
+  };
+  for (Case c :
+       {Case{"backend = mlir", "kv_cache", "needs backend = halide"},
+        Case{"target = cuda_sm90", "kv_cache", "CPU targets only"},
+        Case{"Tkv = 512", "kv_cache", "drop the static Tkv"},
+        Case{"kv_dtype = bf16", "kv_dtype", "holds K and V in the spec's"}}) {
+    SpecDiagnostic d = firstError(std::string("spec a { d = 64; h = 4; ") +
+                                  c.extra + "; kv_cache = contiguous }");
+    EXPECT_EQ(d.field, c.field) << c.extra;
+    EXPECT_NE(d.rule.find(c.rule), std::string::npos) << d.rule;
+  }
+}
+
 TEST(SpecErrors, PagedKvCacheRules) {
   for (const char *bad :
        {"paged(0)", "paged(-4)", "paged(x)", "paged(16", "paged()", "blocks"}) {
@@ -346,7 +383,7 @@ TEST(SpecErrors, PagedKvCacheRules) {
                                   bad + " }");
     EXPECT_EQ(d.field, "kv_cache") << bad;
     EXPECT_EQ(d.value, bad);
-    EXPECT_NE(d.rule.find("expected contiguous or paged(BLOCK)"),
+    EXPECT_NE(d.rule.find("expected none, contiguous or paged(BLOCK)"),
               std::string::npos)
         << d.rule;
   }

@@ -93,6 +93,10 @@ int runHeads(const HeadsOpts &o, AttentionSpec spec) {
   if (spec.op != Op::Layer)
     throw UsageError("op = sdpa has no weights to inspect; heads runs a "
                      "layer (op = layer)");
+  if (spec.cachedLayer())
+    throw UsageError("heads inspects a layer over its own tokens; drop "
+                     "kv_cache = contiguous (the weights over a cache need "
+                     "the cache's keys, which heads does not take)");
   if (spec.target.isGpu())
     throw UsageError("heads runs the layer on this CPU (lse is a CPU "
                      "output); drop target = " +

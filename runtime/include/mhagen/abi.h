@@ -8,8 +8,8 @@
  * patterns, i8 = int8_t; "(when)" says which kernels have the tensor):
  *   q        [B, Tq, h, dk]    queries (uniform, strided)
  *   q        [Nq, h, dk]       packed queries (ragged, strided)
- *   k        [B, Tkv, kv, dk]  keys (sdpa, contiguous, strided)
- *   v        [B, Tkv, kv, dv]  values (sdpa, contiguous, strided)
+ *   k        [B, Tkv, kv, dk]  keys (sdpa or layer cache, contiguous, strided)
+ *   v        [B, Tkv, kv, dv]  values (sdpa or layer cache, contiguous, strided)
  *   k_scale  [B, Tkv, kv]      int8 key row scales (kv_dtype i8, strided)
  *   v_scale  [B, Tkv, kv]      int8 value row scales (kv_dtype i8, strided)
  *   k        [NB, BLOCK, kv, dk] keys in blocks (paged)
@@ -29,7 +29,7 @@
  *   k_norm   [dk]              key norm weight (layer, qk_norm head)
  *   q_norm   [h*dk]            query norm weight (layer, qk_norm projection)
  *   k_norm   [kv*dk]           key norm weight (layer, qk_norm projection)
- *   kv_lens  [B]               int32 keys per batch (padding/paged/ragged)
+ *   kv_lens  [B]               int32 keys per batch (padding/paged/ragged/layer cache)
  *   positions [B, Tq]          int32 position of each token (layer, positions runtime)
  *   block_table [B, ceil(Tkv/BLOCK)] int32 block indices (paged)
  *   q_offsets [B+1]            int32 cumulative query offsets (ragged)
@@ -41,7 +41,11 @@
  *   out      [B, Tq, d]        layer output (layer, output, strided)
  *   lse      [B, Tq, h]        log-sum-exp of each row (lse, output)
  *   lse      [Nq, h]           packed log-sum-exp per row (ragged, lse, output)
- * For op = layer, Tq is its token count T (it attends over its own tokens).
+ * For op = layer, Tq is its token count T; it attends over its own tokens,
+ * or with kv_cache = contiguous over its cache k, v of Tkv tokens, into
+ * which it writes its tokens' K/V rows: rows [kv_lens[b] - Tq, kv_lens[b])
+ * of sequence b (kv_lens[b] >= Tq, its length after the call). Those two
+ * tensors are then written though their pointers are const.
  * Nq is a ragged batch's packed query rows, q_offsets[B].
  * Within a token, heads and features are dense. Between tokens and between
  * batches of a "strided" tensor a stride (in elements) may be given, so
@@ -87,7 +91,8 @@ typedef struct mhagen_call_args {
   uint32_t flags; /* reserved, must be 0 */
   int64_t batch;  /* B */
   int64_t t_q;    /* query tokens (op = layer: tokens) */
-  int64_t t_kv;   /* key/value tokens (op = layer: 0 or equal to t_q) */
+  int64_t t_kv;   /* key/value tokens (op = layer: 0 or equal to t_q; with
+                     kv_cache = contiguous, the cache's capacity) */
 
   /* op = sdpa */
   const void *q, *k, *v;

@@ -46,6 +46,10 @@ struct AbiShape {
   /// qk_norm: none, head (weights [dk]) or projection ([h*dk], [kv*dk]).
   enum class Norm { None, Head, Projection } qkNorm = Norm::None;
   bool positions = false; ///< op = layer with positions = runtime
+  /// op = layer with kv_cache = contiguous: it reads k and v (the cache,
+  /// t_kv tokens) and writes its new tokens' rows into them; kv_lens holds
+  /// each sequence's length after the call.
+  bool layerCache = false;
 };
 
 /// What the kernel itself is called with: the runtime splits a ragged
@@ -94,22 +98,22 @@ enum class Elem {
 
 /// When a tensor is part of a kernel's ABI.
 enum class Presence {
-  Sdpa,            ///< op = sdpa
-  UniformQ,        ///< op = sdpa, queries [B, Tq, ...] (not ragged)
-  Layer,           ///< op = layer
-  LayerBias,       ///< op = layer with bias = true
-  Padding,         ///< any op whose mask has a padding term, or a paged cache
-  KvScales,        ///< op = sdpa with kv_dtype = i8 (contiguous cache)
-  Sinks,           ///< any op with sinks = learned
-  AlibiSlopes,     ///< any op with alibi = runtime
-  Lse,             ///< any op with lse = true, not ragged
-  Scale,           ///< any op with scale = runtime
-  ContiguousKv,    ///< op = sdpa with a contiguous K/V cache
-  PagedKv,         ///< op = sdpa with kv_cache = paged(BLOCK)
-  PagedKvScales,   ///< a paged cache with kv_dtype = i8
-  Ragged,          ///< op = sdpa with ragged = true (packed queries)
-  RaggedLse,       ///< ragged = true with lse = true
-  QkNormHead,      ///< op = layer with qk_norm = head
+  Sdpa,             ///< op = sdpa
+  UniformQ,         ///< op = sdpa, queries [B, Tq, ...] (not ragged)
+  Layer,            ///< op = layer
+  LayerBias,        ///< op = layer with bias = true
+  Padding,          ///< a padding term in the mask, or keys per sequence
+  KvScales,         ///< op = sdpa with kv_dtype = i8 (contiguous cache)
+  Sinks,            ///< any op with sinks = learned
+  AlibiSlopes,      ///< any op with alibi = runtime
+  Lse,              ///< any op with lse = true, not ragged
+  Scale,            ///< any op with scale = runtime
+  ContiguousKv,     ///< a contiguous K/V cache: op = sdpa's or a layer's
+  PagedKv,          ///< op = sdpa with kv_cache = paged(BLOCK)
+  PagedKvScales,    ///< a paged cache with kv_dtype = i8
+  Ragged,           ///< op = sdpa with ragged = true (packed queries)
+  RaggedLse,        ///< ragged = true with lse = true
+  QkNormHead,       ///< op = layer with qk_norm = head
   QkNormProjection, ///< op = layer with qk_norm = projection
   Positions         ///< op = layer with positions = runtime
 };

@@ -42,6 +42,9 @@ struct ManifestSpec {
   /// positions = runtime (a positions [B, t_q] argument); false in older
   /// manifests.
   bool positions = false;
+  /// op = layer with kv_cache = contiguous: the kernel appends to the K/V
+  /// cache it attends over; false in older manifests.
+  bool layer_cache = false;
   double scale = 0;            ///< 0 when scaleAtRuntime
   bool scaleAtRuntime = false; ///< scale = runtime (a `scale` argument)
   /// Score modifiers (docs/design.md §2); absent from older manifests.

@@ -74,6 +74,11 @@ public:
   /// The same against the reference on K/V before storage: the error of
   /// the kv_dtype storage too, held to kvStorageTolerance.
   Comparison checkKvStorage(const std::vector<int64_t> &rows) const;
+  /// kv_cache = contiguous in a layer: the cache after the call against
+  /// the reference's appended rows (rows [kv_lens[b] - Tq, kv_lens[b]) of
+  /// k and v, held to toleranceFor) and every other row against the
+  /// cache before the call (bit for bit); ok() for any other kernel.
+  Comparison checkCache() const;
   /// Compares lse() with the reference's log-sum-exp on those rows
   /// (lseTolerance); ok() without an lse output.
   Comparison checkLse(const std::vector<int64_t> &rows) const;
@@ -135,6 +140,12 @@ private:
   /// The f32 values of an input tensor of the ABI model, by name (nullptr
   /// if this problem's kernel has no such tensor).
   const float *input(const char *name) const;
+  /// The reference's arguments for op = layer: this problem's inputs, and
+  /// a layer cache as it was before any call (its capacity and storage
+  /// rounding too).
+  ref::LayerArgs layerArgs() const;
+  /// A cache tensor's values now (as the kernel left them), in f32.
+  std::vector<float> cacheValues(const std::string &name) const;
   /// The call-time score modifiers (sinks, ALiBi slopes) for the reference.
   ref::ModifierArgs modifierArgs() const;
   Comparison compare(const std::vector<int64_t> &rows, bool exactKv) const;
@@ -143,6 +154,8 @@ private:
   ProblemSize size_;
   /// One entry per data input of the ABI model (mhagen/abi_model.hpp).
   std::map<std::string, Tensor> inputs_;
+  /// A layer's cache (k, v) as generated, before any call wrote to it.
+  std::map<std::string, std::vector<float>> cacheBefore_;
   std::vector<int32_t> lens_;
   std::vector<int32_t> positions_;
   /// A paged cache: K/V (and int8 scales) copied into their blocks, by

@@ -107,6 +107,18 @@ struct LayerArgs {
   /// at position t.
   const int32_t *positions = nullptr;
   const int32_t *kvLens = nullptr;
+  /// kv_cache = contiguous: the cache before the call, [B, Tkv, kv, dk]
+  /// and [B, Tkv, kv, dv] as stored (in f32), Tkv its capacity; kvLens
+  /// holds each sequence's length after the call, whose last T tokens are
+  /// the call's (docs/design.md §5, "The layer's KV cache").
+  const float *kCache = nullptr, *vCache = nullptr;
+  int64_t Tkv = 0;
+  /// The cache's rounding of a new K/V value to its storage type (null:
+  /// kept as computed); the attention reads the new rows as stored.
+  double (*store)(double) = nullptr;
+  /// Also the rows the call appends, as stored: [B, T, kv, dk] and
+  /// [B, T, kv, dv].
+  std::vector<double> *newK = nullptr, *newV = nullptr;
   ModifierArgs modifiers;
   /// Also each computed row's log-sum-exp, [B, T, h] (others left 0).
   std::vector<double> *lse = nullptr;
@@ -115,9 +127,9 @@ struct LayerArgs {
 };
 
 /// Full layer for op = layer: projections, QK-norm, rotary positions, split,
-/// attention per head with
-/// the shared K/V head g = i / (h/kv), merge, output projection. Returns
-/// y [B, T, d].
+/// attention per head with the shared K/V head g = i / (h/kv) (over the
+/// cache and the call's rows, with a cache), merge, output projection.
+/// Returns y [B, T, d].
 template <typename Acc>
 std::vector<Acc> layer(const AttentionSpec &spec, const LayerArgs &a);
 

@@ -135,6 +135,12 @@ struct AttentionSpec {
   /// queries sit at its last T_q positions (docs/design.md §5, "Paged
   /// K/V"). 0: one contiguous [B, T_kv, kv, dk] cache.
   int64_t kv_block = 0;
+  /// op = layer with `kv_cache = contiguous`: the layer appends its new
+  /// tokens' K/V to a [B, T_kv, kv, dk] cache holding kv_lens[b] tokens
+  /// after the call, and attends over all of them (docs/design.md §5,
+  /// "The layer's KV cache"). false (`kv_cache = none`, the layer's
+  /// default): it attends over its own tokens only. Unused by op = sdpa.
+  bool layerCache = false;
   /// `ragged = true`: a ragged batch (docs/design.md §5, "Ragged
   /// batches"): the queries of all sequences packed, sequence b's rows
   /// [q_offsets[b], q_offsets[b + 1]), its last tokens; its keys are its
@@ -178,9 +184,14 @@ struct AttentionSpec {
   bool kvQuantized() const { return kvType() == KvType::I8; }
   /// K/V in a paged cache (kv_cache = paged(BLOCK)).
   bool pagedKv() const { return kv_block > 0; }
-  /// The mask a kernel applies: the spec's, and with a paged cache or a
-  /// ragged batch every clause also hides the keys past its sequence's
-  /// length (a padding term; `none` becomes `padding`).
+  /// op = layer reading and appending to a KV cache.
+  bool cachedLayer() const { return op == Op::Layer && layerCache; }
+  /// Each sequence has its own key count (kv_lens) and its queries are its
+  /// last T_q tokens: a paged cache, a ragged batch or a layer's cache.
+  bool keysPerSequence() const { return pagedKv() || ragged || cachedLayer(); }
+  /// The mask a kernel applies: the spec's, and where keys are per
+  /// sequence (keysPerSequence) every clause also hides the keys past its
+  /// sequence's length (a padding term; `none` becomes `padding`).
   MaskSpec effectiveMask() const;
   /// Bytes of K and V stored per token (op = sdpa: what a decode step
   /// reads per cached token), int8 row scales included.

@@ -118,6 +118,14 @@ struct CostReport {
   int64_t kvBytesPerCall = 0;
   double memoryBandwidthGBs = 0; ///< given by the user (explain --mem-bw)
   double kvFloorMs = 0;          ///< kvBytesPerCall at that bandwidth
+  /// op = layer: the weights' bytes (parameters in the dtype), which every
+  /// call reads once.
+  int64_t weightBytes = 0;
+  /// A layer with a cache: what a step cannot read less of, weights plus
+  /// the cached K/V it attends over (weightBytes + kvBytesPerCall), and
+  /// that over the bandwidth.
+  int64_t stepFloorBytes = 0;
+  double stepFloorMs = 0;
   int64_t naiveScoreBytes = 0;   ///< h*Tq*Tkv f32 scores, one sequence
   int64_t fusedScratchBytes = 0; ///< per thread, default tiles
   int64_t fusedQueryTile = 0, fusedKeyTile = 0;
