@@ -17,6 +17,7 @@
 #include "mhagen/reference/Numerics.h"
 #include "mhagen/reference/Reference.h"
 #include "mhagen/runtime.h"
+#include "mhagen/spec/CostModel.h"
 #include "mhagen/spec/SpecParser.h"
 
 #include <benchmark/benchmark.h>
@@ -218,13 +219,20 @@ namedCheckedProblem(benchmark::State &state, const std::string &name, Shape sh,
 // the K/V bytes as stored. The K/V-cache and score-modifier variants.
 // minLen > 0: a ragged batch, each sequence's length drawn from [minLen,
 // T_kv] (seeded, the same for every kernel).
-void raggedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
-                       int threads, int64_t minLen) {
+// Every sequence at its full length, or (minLen > 0) each length drawn
+// from [minLen, T_kv].
+ProblemOptions lengthsFrom(int64_t minLen) {
   ProblemOptions options = fullLength();
   if (minLen > 0) {
     options.kvLen = -1;
     options.kvLenMin = minLen;
   }
+  return options;
+}
+
+void raggedKernelBench(benchmark::State &state, Shape sh, std::string kernel,
+                       int threads, int64_t minLen) {
+  const ProblemOptions options = lengthsFrom(minLen);
   const mhagen_kernel *k = nullptr;
   std::unique_ptr<Problem> p;
   std::tie(k, p) = namedCheckedProblem(state, kernel, sh, threads, options);
@@ -387,6 +395,39 @@ void attentionBench(benchmark::State &state, Shape sh, bool bf16, Impl impl,
     break;
   }
   }
+}
+
+// op = layer with its KV cache, one decoder step: the kernel of
+// bench/kernels.mha on shape sh (minLen > 0: each sequence's length drawn
+// from [minLen, T_kv], else every sequence at T_kv), checked (output and
+// cache) and timed. A step reads its weights once and the K/V it attends
+// over: floor_ms is those bytes over this run's triad bandwidth, x_floor
+// the step's time over it.
+void layerDecodeBench(benchmark::State &state, Shape sh, std::string kernel,
+                      int threads, int64_t minLen) {
+  const mhagen_kernel *k = nullptr;
+  std::unique_ptr<Problem> p;
+  std::tie(k, p) =
+      namedCheckedProblem(state, kernel, sh, threads, lengthsFrom(minLen));
+  if (!p)
+    return;
+  if (!p->checkCache().ok()) {
+    state.SkipWithError("the cache after the step disagrees with the "
+                        "reference");
+    return;
+  }
+  const AttentionSpec spec = specOfKernel(k);
+  mhagen_call_args a = p->args();
+  timeLoop(state, spec, ProblemSize{sh.B, sh.Tq, sh.Tkv}, threads,
+           [&] { mhagen_call(k, &a); }, p->kvLens(), {});
+  const CostReport cost = computeCost(spec, sh.Tq, sh.Tkv, sh.B);
+  const double kvTokens =
+      std::accumulate(p->kvLens().begin(), p->kvLens().end(), 0.0);
+  const double bytes = static_cast<double>(cost.weightBytes) +
+                       kvTokens * static_cast<double>(spec.kvBytesPerToken());
+  const double floorMs = 1e3 * bytes / (gTriad[threads] * 1e9);
+  state.counters["floor_ms"] = floorMs;
+  state.counters["x_floor"] = state.counters["ms"] / floorMs;
 }
 
 // op = layer: the fused mhagen layer, and oneDNN's four projection GEMMs
@@ -662,6 +703,18 @@ int main(int argc, char **argv) {
       timedCase(std::string(sh.name) +
                     "_f32/mhagen/threads:" + std::to_string(t),
                 namedKernelBench, sh, std::string(kernel), t);
+  // The layer as a decoder step through its cache: S4's one token after
+  // 4095 cached ones, and 16 sequences of one query each with lengths
+  // drawn from [512, 4096].
+  for (const char *dtype : {"f32", "bf16"})
+    for (int t : {1, 2}) {
+      const std::string kernel = std::string("bench_layer_decode_") + dtype,
+                        suffix = "/mhagen/threads:" + std::to_string(t);
+      timedCase(std::string("LayerDecode_") + dtype + suffix, layerDecodeBench,
+                kDecode, kernel, t, int64_t(0));
+      timedCase(std::string("LayerBatchDecode_") + dtype + suffix,
+                layerDecodeBench, kBatchDecode, kernel, t, kRaggedMinLen);
+    }
   for (int t : {1, 2}) {
     const std::string threads = "/threads:" + std::to_string(t);
     timedCase("Layer_f32/mhagen_fused" + threads, layerBench, false, false, t);

@@ -24,18 +24,21 @@ def spread(B, T):
     return 1000 + torch.cumsum(torch.randint(1, 5, (B, T), generator=g), dim=1)
 
 
-def additive_mask(mask_function, T):
-    """[1, 1, T, T]: 0 where transformers' mask function lets query q see
-    key k, -inf elsewhere."""
-    q = torch.arange(T)[:, None]
-    k = torch.arange(T)[None, :]
+def additive_mask(mask_function, T, start=0):
+    """[1, 1, T, start + T]: 0 where transformers' mask function lets query
+    q (at position start + q, after `start` cached tokens) see key k, -inf
+    elsewhere."""
+    q = torch.arange(start, start + T)[:, None]
+    k = torch.arange(start + T)[None, :]
     visible = mask_function(0, 0, q, k)
     return torch.where(visible, 0.0, float("-inf"))[None, None]
 
 
 class Case:
     """One module: flags for `mhagen`, inputs by ABI name, positions(B, T),
-    and forward(x) -> the module's attention output."""
+    and forward(x, cache=None, start=0) -> the module's attention output;
+    with a transformers Cache holding `start` tokens, the call's tokens sit
+    at positions start.. and their K/V join the cache."""
 
     def __init__(self, flags, inputs, forward, positions=consecutive):
         self.flags = flags
@@ -95,10 +98,10 @@ def module_case(attn, rotary, projections, flags, positions=consecutive,
         inputs = _linear_inputs(projections, with_bias)
     inputs.update(gains)
 
-    def forward(x):
-        pos = positions(x.shape[0], x.shape[1])
-        return attn(x, position_embeddings=rotary(x, pos),
-                    attention_mask=additive_mask(mask_function, x.shape[1]))[0]
+    def forward(x, cache=None, start=0):
+        pos = positions(x.shape[0], x.shape[1]) + start
+        return attn(x, position_embeddings=rotary(x, pos), cache=cache,
+                    attention_mask=additive_mask(mask_function, x.shape[1], start))[0]
 
     return Case(flags, inputs, forward, positions)
 
@@ -212,10 +215,11 @@ def gpt_neox(d=128, h=4, rotary_pct=0.25):
     inputs["b_o"] = attn.dense.bias.detach()
     rotary = GPTNeoXRotaryEmbedding(cfg)
 
-    def forward(x):
-        pos = consecutive(x.shape[0], x.shape[1])
-        mask = additive_mask(masking_utils.causal_mask_function, x.shape[1])
-        return attn(x, attention_mask=mask, position_embeddings=rotary(x, pos))[0]
+    def forward(x, cache=None, start=0):
+        pos = consecutive(x.shape[0], x.shape[1]) + start
+        mask = additive_mask(masking_utils.causal_mask_function, x.shape[1], start)
+        return attn(x, attention_mask=mask, layer_past=cache,
+                    position_embeddings=rotary(x, pos))[0]
 
     flags = _shape_flags(d, h, h) + ["--bias", "--rope",
                                      f"half(theta = 10000, dim = {int(dk * rotary_pct)})"]

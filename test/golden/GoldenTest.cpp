@@ -6,17 +6,25 @@
 // b_o, q_norm, k_norm; positions as f32) and out.npy, written by
 // bench/oracles/layer_goldens.py. The f64 reference is held to the same
 // goldens, so a wrong reference cannot pass by agreeing with a wrong kernel.
+// A decode golden (kv_cache = contiguous) is a run of steps through one
+// cache (DecodeGoldenCase).
 //   mhagen_golden_tests GOLDEN_DIR LIB.so [LIB.so ...] [gtest flags]
 #include "../support/SkipSupport.h"
+#include "mhagen/abi_model.hpp"
+#include "mhagen/backend/AbiWrapper.h"
 #include "mhagen/harness/KernelHarness.h"
 #include "mhagen/harness/RunCheck.h"
 #include "mhagen/inspect/Npy.h"
+#include "mhagen/reference/Reference.h"
 #include "mhagen/runtime.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,11 +40,26 @@ std::string describe(const Comparison &c, const Tolerance &tol) {
          (c.sawNaN ? " (NaN or Inf seen)" : "");
 }
 
-class GoldenCase : public testing::Test {
+/// A kernel, its spec and its golden's directory.
+class GoldenTestBase : public testing::Test {
 public:
-  GoldenCase(const mhagen_kernel *k, AttentionSpec spec,
-             std::filesystem::path dir)
+  GoldenTestBase(const mhagen_kernel *k, AttentionSpec spec,
+                 std::filesystem::path dir)
       : k_(k), spec_(std::move(spec)), dir_(std::move(dir)) {}
+
+protected:
+  inspect::NpyArray read(const std::string &name) const {
+    return inspect::readNpy((dir_ / (name + ".npy")).string());
+  }
+
+  const mhagen_kernel *k_;
+  AttentionSpec spec_;
+  std::filesystem::path dir_;
+};
+
+class GoldenCase : public GoldenTestBase {
+public:
+  using GoldenTestBase::GoldenTestBase;
 
   void TestBody() override {
     const inspect::NpyArray x = read("x");
@@ -72,15 +95,117 @@ public:
         << "the reference against transformers (" << spec_.name
         << "): " << describe(reference, tol);
   }
+};
 
-private:
-  inspect::NpyArray read(const std::string &name) const {
-    return inspect::readNpy((dir_ / (name + ".npy")).string());
+/// A decode golden (kv_cache = contiguous): the steps of
+/// layer_goldens.py's STEPS through one cache, as transformers ran them
+/// with its DynamicCache. Each step's output is held to the tolerance, and
+/// so is the f64 reference's on the same cache; after the last step the
+/// cache's rows are transformers' and the rows past them are untouched
+/// (NaN, which no step may read).
+class DecodeGoldenCase : public GoldenTestBase {
+public:
+  using GoldenTestBase::GoldenTestBase;
+
+  void TestBody() override {
+    const inspect::NpyArray kWant = read("k_cache"), vWant = read("v_cache");
+    ASSERT_EQ(kWant.shape.size(), 4u) << "k_cache.npy: expected [B, L, kv, dk]";
+    const int64_t B = kWant.shape[0], L = kWant.shape[1];
+    const int64_t capacity = L + 3; // spare rows the steps never reach
+    const int64_t kRow = spec_.n_kv * spec_.d_k, vRow = spec_.n_kv * spec_.d_v;
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::vector<float> kCache(B * capacity * kRow, nan);
+    std::vector<float> vCache(B * capacity * vRow, nan);
+    // The weights (and biases, norms) by their ABI names.
+    std::map<std::string, inspect::NpyArray> weights;
+    mhagen_call_args a{};
+    a.abi_version = MHAGEN_ABI_VERSION;
+    a.batch = B;
+    a.t_kv = capacity;
+    for (const mhagen::abi::TensorModel *t :
+         mhagen::abi::tensors(backend::abiShapeOf(spec_))) {
+      const std::string name = t->name;
+      if (t->output || t->elem == mhagen::abi::Elem::Int32 || name == "x" ||
+          name == "k" || name == "v")
+        continue;
+      weights[name] = read(name);
+      t->bind(a, weights[name].data.data());
+    }
+    auto w = [&](const char *name) -> const float * {
+      auto it = weights.find(name);
+      return it == weights.end() ? nullptr : it->second.data.data();
+    };
+    a.k = kCache.data();
+    a.v = vCache.data();
+    std::vector<int32_t> lens(static_cast<size_t>(B), 0);
+    a.kv_lens = lens.data();
+    const Tolerance tol = toleranceFor(spec_);
+    int64_t cached = 0;
+    for (int step = 0;; ++step) {
+      const std::string prefix = "step" + std::to_string(step);
+      if (!std::filesystem::exists(dir_ / (prefix + "_x.npy")))
+        break;
+      SCOPED_TRACE(prefix + " after " + std::to_string(cached) + " tokens");
+      const inspect::NpyArray x = read(prefix + "_x");
+      const inspect::NpyArray want = read(prefix + "_out");
+      const int64_t T = x.shape[1];
+      std::fill(lens.begin(), lens.end(), static_cast<int32_t>(cached + T));
+      // The reference first, on the cache as this step finds it.
+      ref::LayerArgs r;
+      r.B = B;
+      r.T = T;
+      r.x = x.data.data();
+      r.wq = w("w_q");
+      r.wk = w("w_k");
+      r.wv = w("w_v");
+      r.wo = w("w_o");
+      r.bq = w("b_q");
+      r.bk = w("b_k");
+      r.bv = w("b_v");
+      r.bo = w("b_o");
+      r.qNorm = w("q_norm");
+      r.kNorm = w("k_norm");
+      r.kvLens = lens.data();
+      r.kCache = kCache.data();
+      r.vCache = vCache.data();
+      r.Tkv = capacity;
+      const std::vector<double> ref = ref::layer<double>(spec_, r);
+
+      std::vector<float> out(static_cast<size_t>(B * T * spec_.d));
+      a.t_q = T;
+      a.x = x.data.data();
+      a.out = out.data();
+      ASSERT_EQ(mhagen_call(k_, &a), MHAGEN_OK) << mhagen_last_error();
+      const Comparison kernel = compareToReference(out, want.data, tol);
+      EXPECT_TRUE(kernel.ok())
+          << mhagen_kernel_symbol(k_)
+          << " against transformers: " << describe(kernel, tol);
+      const std::vector<float> refF32(ref.begin(), ref.end());
+      const Comparison reference = compareToReference(refF32, want.data, tol);
+      EXPECT_TRUE(reference.ok())
+          << "the reference against transformers: " << describe(reference, tol);
+      cached += T;
+    }
+    ASSERT_EQ(cached, L) << "the steps' tokens and the cache's length differ";
+    // The cache: transformers' rows, then the untouched spare rows.
+    const std::pair<const std::vector<float> *, const inspect::NpyArray *>
+        caches[] = {{&kCache, &kWant}, {&vCache, &vWant}};
+    for (const auto &[got, want] : caches) {
+      const int64_t row = static_cast<int64_t>(want->data.size()) / (B * L);
+      std::vector<float> filled, spare;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < capacity; ++t)
+          for (int64_t e = 0; e < row; ++e)
+            (t < L ? filled : spare)
+                .push_back(
+                    (*got)[static_cast<size_t>((b * capacity + t) * row + e)]);
+      const Comparison c = compareToReference(filled, want->data, tol);
+      EXPECT_TRUE(c.ok()) << "the cache after the last step: "
+                          << describe(c, tol);
+      for (float f : spare)
+        ASSERT_TRUE(std::isnan(f)) << "a row past the cache's length changed";
+    }
   }
-
-  const mhagen_kernel *k_;
-  AttentionSpec spec_;
-  std::filesystem::path dir_;
 };
 
 } // namespace
@@ -92,43 +217,27 @@ int main(int argc, char **argv) {
     return 2;
   }
   const std::filesystem::path goldens = argv[1];
-  int registered = 0;
-  std::string skipped;
-  for (int i = 2; i < argc; ++i) {
-    mhagen_library *lib = nullptr;
-    if (mhagen_load_library(argv[i], &lib) != MHAGEN_OK) {
-      std::fprintf(stderr, "%s\n", mhagen_last_error());
-      return 1;
-    }
-    for (int j = 0; j < mhagen_library_kernel_count(lib); ++j) {
-      const mhagen_kernel *k = mhagen_library_kernel(lib, j);
-      std::string why = testing_support::unusableReason(k);
-      if (!why.empty()) {
-        testing_support::registerSkipped(mhagen_kernel_symbol(k), why);
-        skipped = why;
-        continue;
-      }
-      AttentionSpec spec = specOfKernel(k);
-      const std::filesystem::path dir = goldens / spec.name;
-      if (!std::filesystem::is_directory(dir)) {
-        std::fprintf(stderr, "%s: no golden at %s\n", mhagen_kernel_symbol(k),
-                     dir.string().c_str());
+  const std::vector<std::string> libs(argv + 2, argv + argc);
+  const int rc = testing_support::registerKernels(
+      libs, [&goldens](const mhagen_kernel *k) {
+        const AttentionSpec spec = specOfKernel(k);
+        const std::filesystem::path dir = goldens / spec.name;
+        if (!std::filesystem::is_directory(dir)) {
+          std::fprintf(stderr, "%s: no golden at %s\n", mhagen_kernel_symbol(k),
+                       dir.string().c_str());
+          return -1;
+        }
+        testing::RegisterTest(spec.cachedLayer() ? "DecodeGolden" : "Golden",
+                              mhagen_kernel_symbol(k), nullptr, nullptr,
+                              __FILE__, __LINE__,
+                              [k, spec, dir]() -> testing::Test * {
+                                if (spec.cachedLayer())
+                                  return new DecodeGoldenCase(k, spec, dir);
+                                return new GoldenCase(k, spec, dir);
+                              });
         return 1;
-      }
-      testing::RegisterTest("Golden", mhagen_kernel_symbol(k), nullptr, nullptr,
-                            __FILE__, __LINE__,
-                            [k, spec, dir]() -> testing::Test * {
-                              return new GoldenCase(k, spec, dir);
-                            });
-      ++registered;
-    }
-  }
-  if (registered == 0) {
-    if (!skipped.empty())
-      return testing_support::exitAllSkipped(
-          "no kernel of these libraries runs here: " + skipped);
-    std::fprintf(stderr, "no kernel in the given libraries\n");
-    return 1;
-  }
+      });
+  if (rc >= 0)
+    return rc;
   return RUN_ALL_TESTS();
 }
