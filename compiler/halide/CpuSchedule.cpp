@@ -202,7 +202,8 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
                                              const ScheduleParams &p,
                                              const HalideTargetInfo &target) {
   const int64_t tokens = get(p, "decode_tokens");
-  if (tokens == 0 || s.op != Op::Sdpa || (s.T && *s.T > tokens))
+  if (tokens == 0 || (s.op != Op::Sdpa && !s.cachedLayer()) ||
+      (s.T && *s.T > tokens))
     return std::nullopt;
   AttentionTiles t = cpuAttentionTiles(s, p);
   t.tokensPerTile = static_cast<int>(tokens);
@@ -534,8 +535,14 @@ static void schedulePackedGemmCpu(Projection proj, const AttentionVars &v,
   Func weights = proj.w.in(chunk);
   weights.compute_at(proj.acc, rko)
       .vectorize(weights.args()[0], vw, TailStrategy::GuardWithIf);
+  // The packed inputs hold the whole block of gemm_rows tokens (the rows
+  // past T repeat the last token, as the clamped input does): the register
+  // block multiplies every row, and rows left unwritten would hold
+  // whatever the stack held, whose denormals cost a microcode assist per
+  // FMA (a decoder step ran its projections 3-4x slower).
   Func inputs = proj.x.in(chunk);
   inputs.compute_at(proj.acc, to)
+      .bound_extent(inputs.args()[1], rows)
       .vectorize(inputs.args()[0], vw, TailStrategy::GuardWithIf);
 }
 
