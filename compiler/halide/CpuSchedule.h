@@ -34,8 +34,8 @@ void scheduleAttentionCpu(AttentionStages st, Halide::Func output,
                           const ScheduleParams &p);
 
 /// The split-KV decode variant (AttentionTiles::splitTasks), or nothing
-/// when decode_tokens = 0, the op is a layer, or the spec's static T_q is
-/// longer than a decode tile.
+/// when decode_tokens = 0, the op is a layer without a KV cache, or the
+/// spec's static T_q is longer than a decode tile.
 std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &spec,
                                              const ScheduleParams &p,
                                              const HalideTargetInfo &target);

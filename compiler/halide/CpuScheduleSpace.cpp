@@ -33,6 +33,9 @@ struct SpaceFacts {
   int64_t h, d, dk, dv, nKv, group;
   std::optional<int64_t> T, Tkv, B;
   bool layer;
+  /// A layer that appends to a KV cache: its T_q is not its T_kv, so its
+  /// decode steps run the split-KV decode variant as sdpa's do.
+  bool cachedLayer;
   int64_t lanes, registers, l1dBytes, l2Bytes, cores;
   int64_t scratchBudget; ///< per-task scratch: MachineModel::scratchBudget
   int64_t stagedBudget;  ///< per-task K/V copy: MachineModel::stagedKvBudget
@@ -76,6 +79,7 @@ SpaceFacts readFacts(const AttentionSpec &s, const HalideTargetInfo &target) {
   f.Tkv = s.T_kv;
   f.B = s.B;
   f.layer = s.op == Op::Layer;
+  f.cachedLayer = s.cachedLayer();
   f.lanes = target.vectorWidth;
   f.registers = m.vectorRegisters;
   f.l1dBytes = m.l1dBytes;
@@ -90,7 +94,8 @@ SpaceFacts readFacts(const AttentionSpec &s, const HalideTargetInfo &target) {
                           "avx512_bf16") != target.cpuFeatures.end();
   f.multiTileTasks = s.T && !f.layer;
   f.longOk = s.op == Op::Sdpa && !s.T && !s.ragged;
-  f.channelsOk = !f.layer && s.d_k % f.lanes == 0 && s.d_v % f.lanes == 0;
+  f.channelsOk = (!f.layer || f.cachedLayer) && s.d_k % f.lanes == 0 &&
+                 s.d_v % f.lanes == 0;
   return f;
 }
 
@@ -175,14 +180,15 @@ std::vector<ParamDecl> declarePrefillParams(const SpaceFacts &f) {
 }
 
 /// The split-KV decode variant, which a call runs when its T_q is at most
-/// decode_tokens (sdpa only: a layer's T_kv is its T_q).
+/// decode_tokens (sdpa and the cached layer: an uncached layer's T_kv is its
+/// T_q).
 std::vector<ParamDecl> declareDecodeParams(const SpaceFacts &f) {
   const std::vector<int64_t> onlyChannels =
       f.channelsOk ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0};
   std::vector<ParamDecl> params = {
       {"decode_tokens",
-       f.layer ? std::vector<int64_t>{0}
-               : std::vector<int64_t>{0, 1, 2, 4, 8, 16},
+       f.layer && !f.cachedLayer ? std::vector<int64_t>{0}
+                                 : std::vector<int64_t>{0, 1, 2, 4, 8, 16},
        "query tokens per tile of the decode variant (0: no decode variant)",
        true}};
   for (ParamDecl &d : splitKvParams())
@@ -410,7 +416,7 @@ void deriveDecodeDefaults(const SpaceFacts &f, ScheduleParams &d) {
   const bool channels = f.channelsOk && !(f.T && *f.T * heads >= f.lanes);
   const int64_t decodeRows = channels ? 2 * f.lanes : f.lanes;
   d["decode_tokens"] = 0;
-  if (!f.layer) {
+  if (!f.layer || f.cachedLayer) {
     d["decode_tokens"] = 1;
     for (int64_t t : {1, 2, 4, 8, 16})
       if (t * heads <= decodeRows)

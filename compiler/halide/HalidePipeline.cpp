@@ -295,6 +295,7 @@ void defineSdpaOutputs(const AttentionSpec &s, const hl::AttentionTiles &tiles,
 
 /// op = layer: the projections around the attention core.
 void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
+                 const std::optional<AttentionTiles> &decodeTiles,
                  const AbiParams &params, hl::AttentionInputs &in,
                  BuiltPipeline &bp) {
   const AttentionVars &v = bp.v;
@@ -394,11 +395,32 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     in.tkv = tokens;
   }
   in.tq = tokens;
+  in.batch = x.dim(2).extent();
   bp.attention = hl::defineAttention(s, in, tiles, v);
+  // The attention rows the output projection reads, computed whole before
+  // it. A cached layer's decode steps take them from the split-KV decode
+  // variant, as sdpa's do: the prefill tile would pad one token per
+  // sequence to a tile of rows and walk the cache on one task per head
+  // block.
+  bp.core = Func("attention_rows");
+  if (decodeTiles) {
+    bp.decode = hl::defineAttention(s, in, *decodeTiles, v);
+    bp.isDecode = in.tq <= decodeTiles->tokensPerTile;
+    if (s.lse)
+      bp.core(v.c, v.hd, v.t, v.b) =
+          tuple_select(bp.isDecode, Tuple(bp.decode->out(v.c, v.hd, v.t, v.b)),
+                       Tuple(bp.attention.out(v.c, v.hd, v.t, v.b)));
+    else
+      bp.core(v.c, v.hd, v.t, v.b) =
+          select(bp.isDecode, bp.decode->out(v.c, v.hd, v.t, v.b),
+                 bp.attention.out(v.c, v.hd, v.t, v.b));
+  } else {
+    bp.core(v.c, v.hd, v.t, v.b) = bp.attention.out(v.c, v.hd, v.t, v.b);
+  }
   // Merge heads: column n of O is channel n % dv of head n / dv.
   Func merged("merged");
   merged(kk, v.t, v.b) = hl::attentionValue(
-      s, bp.attention.out, kk % static_cast<int>(dv), kk / static_cast<int>(dv),
+      s, bp.core, kk % static_cast<int>(dv), kk / static_cast<int>(dv),
       min(v.t, x.dim(1).extent() - 1), v.b);
   Projection po = hl::defineProjection(
       "out_proj", merged, h * dv, wof, bo, s.bias,
@@ -410,9 +432,8 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     // The attention rows are computed whole (compute_root) before the
     // output projection: lse reads their (m, l) directly.
     bp.lse = Func("lse");
-    bp.lse(v.hd, v.t, v.b) =
-        hl::logSumExp(bp.attention.out(0, v.hd, v.t, v.b)[1],
-                      bp.attention.out(0, v.hd, v.t, v.b)[2]);
+    bp.lse(v.hd, v.t, v.b) = hl::logSumExp(bp.core(0, v.hd, v.t, v.b)[1],
+                                           bp.core(0, v.hd, v.t, v.b)[2]);
   }
 }
 
@@ -438,7 +459,7 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     defineSdpaInputs(s, params, bp.v, in);
     defineSdpaOutputs(s, tiles, decodeTiles, in, bp);
   } else {
-    defineLayer(s, tiles, params, in, bp);
+    defineLayer(s, tiles, decodeTiles, params, in, bp);
   }
   // The outputs: out dense within a token, any token and batch stride;
   // lse dense.
@@ -511,8 +532,12 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
     hl::scheduleKeysOnceCpu(*bp.newKeys, bp.v, p);
     hl::scheduleKeysOnceCpu(*bp.newValues, bp.v, p);
   }
-  bp.attention.out.compute_root();
-  hl::scheduleAttentionCpu(bp.attention, bp.attention.out, bp.v, s, p);
+  bp.core.compute_root();
+  hl::scheduleAttentionCpu(bp.attention, bp.core, bp.v, s, p);
+  if (bp.decode) {
+    bp.core.specialize(bp.isDecode);
+    hl::scheduleDecodeCpu(*bp.decode, bp.v, s, p);
+  }
   hl::scheduleProjectionCpu(bp.projections[3], bp.v, bp.projectionWidths[3], p,
                             /*isOutput=*/true);
   if (s.lse)

@@ -29,12 +29,13 @@ struct BuiltPipeline {
   std::vector<Halide::Argument> args; ///< in the ABI model's order
   std::vector<Halide::ImageParam> inputs;
   Halide::Func output;
-  /// lse = true: the second output, lse(hd, t, b); for op = sdpa also the
-  /// Func both outputs read, core(c, hd, t, b) = (value, m, l).
+  /// lse = true: the second output, lse(hd, t, b). core(c, hd, t, b): the
+  /// attention rows, value or (value, m, l), that the outputs read (sdpa
+  /// with lse) or the output projection reads (layer).
   Halide::Func lse, core;
   AttentionStages attention;
-  /// The decode variant (sdpa on CPU, T_q <= its tile), when built; the
-  /// output takes it where isDecode holds.
+  /// The decode variant (CPU sdpa and cached layer, T_q <= its tile), when
+  /// built; the rows take it where isDecode holds.
   std::optional<AttentionStages> decode;
   Halide::Expr isDecode;
   std::vector<Projection> projections; ///< q, k, v, out (layer only)
