@@ -609,18 +609,19 @@ Expr logSumExp(const Expr &m, const Expr &l) {
 Projection defineProjection(const std::string &name, Func x, int64_t inFeatures,
                             Func w, Func bias, bool hasBias,
                             const std::function<Expr(Expr)> &store,
-                            const AttentionVars &v) {
+                            const Expr &tokens, const AttentionVars &v) {
   Projection p;
-  const Var &n = v.n, &t = v.t, &b = v.b;
+  // The GEMM's row is t (the schedules block it as they block tokens).
+  const Var &n = v.n, &row = v.t, &t = v.t, &b = v.b;
   p.w = w;
   p.x = x;
   p.inFeatures = inFeatures;
   p.rk = RDom(0, static_cast<int>(inFeatures), name + "_rk");
   p.acc = Func(name + "_acc");
-  p.acc(n, t, b) = hasBias ? bias(n) : Expr(0.0f);
-  p.acc(n, t, b) += x(p.rk, t, b) * w(n, p.rk);
+  p.acc(n, row) = hasBias ? bias(n) : Expr(0.0f);
+  p.acc(n, row) += x(p.rk, row) * w(n, p.rk);
   p.out = Func(name);
-  p.out(n, t, b) = store(p.acc(n, t, b));
+  p.out(n, t, b) = store(p.acc(n, t + tokens * b));
   return p;
 }
 

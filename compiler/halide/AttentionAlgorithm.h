@@ -152,23 +152,28 @@ Halide::Expr attentionValue(const AttentionSpec &s, const Halide::Func &out,
 /// by an integer select, so fast-math code never computes with it.
 Halide::Expr logSumExp(const Halide::Expr &m, const Halide::Expr &l);
 
-/// y(n, t, b) = sum_k x(k, t, b) * w(n, k) (+ bias(n)): one projection.
+/// y(n, t, b) = sum_k x(k, t + T b) * w(n, k) (+ bias(n)): one projection.
+/// Its GEMM's rows are the call's tokens, sequence after sequence (row
+/// t + T b is token t of sequence b), so a block of rows spans sequences:
+/// B decoder steps of one token each fill one register block, where
+/// blocks per sequence would hold one live row each.
 struct Projection {
-  Halide::Func acc; ///< the reduction (f32)
-  Halide::Func out; ///< its value as outType (the register-blocked tile)
+  Halide::Func acc; ///< the reduction (f32), acc(n, row)
+  Halide::Func out; ///< out(n, t, b): acc as outType
   Halide::Func w;   ///< the weights it reads, w(n, k)
-  Halide::Func x;   ///< the inputs it reads, x(k, t, b)
+  Halide::Func x;   ///< the inputs it reads, x(k, row)
   Halide::RDom rk;
   int64_t inFeatures = 0; ///< the extent of rk
 };
 
-/// `store` turns the f32 result into the stored value (a cast, or the
-/// rounding to a bf16 bit pattern).
+/// `tokens`: T, the call's tokens per sequence. `store` turns the f32
+/// result into the stored value (a cast, or the rounding to a bf16 bit
+/// pattern).
 Projection
 defineProjection(const std::string &name, Halide::Func x, int64_t inFeatures,
                  Halide::Func w, Halide::Func bias, bool hasBias,
                  const std::function<Halide::Expr(Halide::Expr)> &store,
-                 const AttentionVars &v);
+                 const Halide::Expr &tokens, const AttentionVars &v);
 
 /// The largest divisor of dv that is at most `preferred` (accumulator
 /// channels per state tuple must tile dv exactly).

@@ -515,7 +515,7 @@ static void schedulePackedGemmCpu(Projection proj, const AttentionVars &v,
   proj.acc.update()
       .split(v.n, nm, nmi, cols, TailStrategy::GuardWithIf)
       .split(v.t, to, ti, rows, TailStrategy::GuardWithIf)
-      .reorder(nmi, ti, nm, to, v.b, rko)
+      .reorder(nmi, ti, nm, to, rko)
       .vectorize(nmi, vw)
       .unroll(nmi)
       .unroll(ti);

@@ -313,22 +313,31 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     bvf(v.n) = f32(param("b_v")(v.n));
     bo(v.n) = f32(param("b_o")(v.n));
   }
-  Func xf("x_f"), wqf("w_q_f"), wkf("w_k_f"), wvf("w_v_f"), wof("w_o_f");
+  Func wqf("w_q_f"), wkf("w_k_f"), wvf("w_v_f"), wof("w_o_f");
   Var kk("k");
-  // Token index clamped: GEMM blocks of gemm_rows tokens run whole and
-  // the rows past T are discarded.
-  xf(kk, v.t, v.b) = f32(x(kk, min(v.t, x.dim(1).extent() - 1), v.b));
+  const Expr tokens = x.dim(1).extent(), batch = x.dim(2).extent();
+  // The projections' rows, token t of sequence b at row t + T b
+  // (Projection). Rows are clamped: GEMM blocks of gemm_rows run whole and
+  // the rows past the last are discarded.
+  auto tokenRows = [&](const std::string &name, const auto &token) {
+    Func rows(name);
+    const Expr row = min(v.t, tokens * batch - 1);
+    rows(kk, v.t) = token(kk, row % tokens, row / tokens);
+    return rows;
+  };
+  Func xRows = tokenRows(
+      "x_rows", [&](Expr k, Expr t, Expr b) { return f32(x(k, t, b)); });
   wqf(v.n, kk) = f32(wq(v.n, kk));
   wkf(v.n, kk) = f32(wk(v.n, kk));
   wvf(v.n, kk) = f32(wv(v.n, kk));
   wof(v.n, kk) = f32(wo(v.n, kk));
   auto keepF32 = [](Expr e) { return e; };
-  Projection pq =
-      hl::defineProjection("q_proj", xf, d, wqf, bq, s.bias, keepF32, v);
-  Projection pk =
-      hl::defineProjection("k_proj", xf, d, wkf, bk, s.bias, keepF32, v);
-  Projection pv =
-      hl::defineProjection("v_proj", xf, d, wvf, bvf, s.bias, keepF32, v);
+  Projection pq = hl::defineProjection("q_proj", xRows, d, wqf, bq, s.bias,
+                                       keepF32, tokens, v);
+  Projection pk = hl::defineProjection("k_proj", xRows, d, wkf, bk, s.bias,
+                                       keepF32, tokens, v);
+  Projection pv = hl::defineProjection("v_proj", xRows, d, wvf, bvf, s.bias,
+                                       keepF32, tokens, v);
   // QK-norm, then rotary positions, on the projected columns.
   Func qCols = pq.out, kCols = pk.out;
   if (s.qk_norm.enabled()) {
@@ -342,7 +351,6 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
   }
   // With a cache, the call's tokens are each sequence's last T of its
   // kv_lens (docs/design.md §5, "The layer's KV cache").
-  const Expr tokens = x.dim(1).extent();
   const Expr cachedBefore = s.cachedLayer() ? in.kvLen(v.b) - tokens : Expr();
   if (s.rope.enabled())
     bp.rope = defineRotaryTable(
@@ -395,7 +403,7 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     in.tkv = tokens;
   }
   in.tq = tokens;
-  in.batch = x.dim(2).extent();
+  in.batch = batch;
   bp.attention = hl::defineAttention(s, in, tiles, v);
   // The attention rows the output projection reads, computed whole before
   // it. A cached layer's decode steps take them from the split-KV decode
@@ -418,13 +426,13 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     bp.core(v.c, v.hd, v.t, v.b) = bp.attention.out(v.c, v.hd, v.t, v.b);
   }
   // Merge heads: column n of O is channel n % dv of head n / dv.
-  Func merged("merged");
-  merged(kk, v.t, v.b) = hl::attentionValue(
-      s, bp.core, kk % static_cast<int>(dv), kk / static_cast<int>(dv),
-      min(v.t, x.dim(1).extent() - 1), v.b);
+  Func merged = tokenRows("merged", [&](Expr k, Expr t, Expr b) {
+    return hl::attentionValue(s, bp.core, k % static_cast<int>(dv),
+                              k / static_cast<int>(dv), t, b);
+  });
   Projection po = hl::defineProjection(
       "out_proj", merged, h * dv, wof, bo, s.bias,
-      [&](Expr e) { return fromF32(s, T, e); }, v);
+      [&](Expr e) { return fromF32(s, T, e); }, tokens, v);
   bp.projections = {pq, pk, pv, po};
   bp.projectionWidths = {h * dk, kv * dk, kv * dv, d};
   bp.output = po.out;
