@@ -330,6 +330,47 @@ void Problem::setPositions(const std::vector<int32_t> &values) {
   positions_ = values;
 }
 
+void Problem::nextStep(int64_t tokens, uint32_t seed) {
+  if (!spec_.cachedLayer())
+    throw std::invalid_argument("nextStep: only a layer with a KV cache "
+                                "(kv_cache = contiguous) takes steps");
+  const int64_t longest = *std::max_element(lens_.begin(), lens_.end());
+  if (tokens < 1 || longest + tokens > size_.Tkv)
+    throw std::invalid_argument("a step of " + std::to_string(tokens) +
+                                " tokens after " + std::to_string(longest) +
+                                " cached ones does not fit the cache's " +
+                                std::to_string(size_.Tkv) + " tokens");
+  // The cache as the last call wrote it is what this one finds; its rows
+  // past each sequence's length still hold the NaN they were made with.
+  for (const char *name : {"k", "v"}) {
+    Tensor &t = inputs_.at(name);
+    t.f32 = cacheValues(name);
+    cacheBefore_[name] = t.f32;
+  }
+  std::vector<int32_t> cached = lens_;
+  for (int32_t &len : lens_)
+    len += static_cast<int32_t>(tokens);
+  size_.Tq = tokens;
+  const abi::AbiShape shape = backend::abiShapeOf(spec_);
+  for (const abi::TensorModel *t : abi::tensors(shape)) {
+    const size_t n = elementCount(*t, shape, size_);
+    if (t->role == abi::Role::Result)
+      (t->elem == abi::Elem::F32 ? lse_ : outF32_).assign(n, 0.0f);
+    else if (std::string(t->name) == "x")
+      inputs_["x"] = make(n, -1.0f, 1.0f, seed, abi::scalarOf(*t, shape), n,
+                          nullptr, false);
+  }
+  if (!outBits_.empty())
+    outBits_.assign(outF32_.size(), 0);
+  if (spec_.positionsAtRuntime) {
+    positions_.resize(static_cast<size_t>(size_.B * tokens));
+    for (int64_t b = 0; b < size_.B; ++b)
+      for (int64_t i = 0; i < tokens; ++i)
+        positions_[static_cast<size_t>(b * tokens + i)] =
+            cached[static_cast<size_t>(b)] + static_cast<int32_t>(i);
+  }
+}
+
 std::vector<std::string> Problem::inputNames() const {
   std::vector<std::string> names;
   for (const auto &[name, tensor] : inputs_)

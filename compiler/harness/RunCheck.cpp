@@ -231,7 +231,106 @@ void writeResultText(const AttentionSpec &spec, const Measured &m,
   }
 }
 
+/// One call of a layer session: what it is, and how many new tokens.
+struct SessionStep {
+  const char *kind;
+  int64_t tokens;
+};
+
 } // namespace
+
+int runLayerSession(const mhagen_kernel *k, const AttentionSpec &spec,
+                    const RunCheckOptions &o, nlohmann::ordered_json &js,
+                    std::ostream &text) {
+  if (!spec.cachedLayer())
+    throw std::invalid_argument("a session needs a layer with a KV cache");
+  if (o.threads > 0 && mhagen_set_num_threads(o.threads) != MHAGEN_OK)
+    throw std::runtime_error(mhagen_last_error());
+  // Prefill, 8 decode steps, then a chunk of 5 tokens.
+  std::vector<SessionStep> steps{{"prefill", o.size.Tq}};
+  for (int i = 0; i < 8; ++i)
+    steps.push_back({"decode", 1});
+  steps.push_back({"chunk", 5});
+  int64_t total = 0;
+  for (const SessionStep &st : steps)
+    total += st.tokens;
+  ProblemSize size = o.size;
+  size.Tkv = std::max(o.size.Tkv, total);
+  ProblemOptions po;
+  po.seed = o.seed;
+  po.kvLen = o.size.Tq; // the prefill fills an empty cache
+  Problem p(spec, size, po);
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                "session  B %lld, a cache of %lld tokens each: a prefill of "
+                "%lld tokens, 8 decode steps, a chunk of 5; each call checked "
+                "against the f64 reference on the cache as the call before "
+                "left it\n",
+                static_cast<long long>(size.B),
+                static_cast<long long>(size.Tkv),
+                static_cast<long long>(o.size.Tq));
+  std::string session = buf;
+  std::string table =
+      "step  kind     T_q  cached   median ms  GFLOP/s  max |err|  rows "
+      "checked  cache\n";
+  nlohmann::ordered_json stepsJs = nlohmann::ordered_json::array();
+  bool ok = true;
+  int64_t cached = 0;
+  Tolerance tol{};
+  int threads = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (i > 0)
+      p.nextStep(steps[i].tokens,
+                 o.seed * 7919u + 1000u + static_cast<uint32_t>(i));
+    const Measured m = measure(k, spec, o, p);
+    tol = m.tol;
+    threads = m.threads;
+    const bool stepOk =
+        m.cmp.ok() && (!m.lse || m.lse->ok()) && (!m.cache || m.cache->ok());
+    ok = ok && stepOk;
+    if (i == 0)
+      writeJson(k, spec, p, m, js);
+    nlohmann::ordered_json sj;
+    sj["step"] = i;
+    sj["kind"] = steps[i].kind;
+    sj["T"] = steps[i].tokens;
+    sj["cached"] = cached;
+    sj["median_ms"] = m.t.medianMs;
+    sj["min_ms"] = m.t.minMs;
+    sj["gflops_useful"] = m.useful / (m.t.medianMs * 1e6);
+    sj["max_abs_err"] = m.cmp.maxAbsErr;
+    sj["rows_checked"] = m.checked;
+    if (m.lse)
+      sj["lse_max_abs_err"] = m.lse->maxAbsErr;
+    sj["cache_max_abs_err"] = m.cache->maxAbsErr;
+    sj["within_tolerance"] = stepOk;
+    stepsJs.push_back(sj);
+    std::snprintf(buf, sizeof buf,
+                  "%-5zu %-8s %-4lld %-8lld %9.3f  %7.1f  %9.3g  %4lld of "
+                  "%-4lld %s\n",
+                  i, steps[i].kind, static_cast<long long>(steps[i].tokens),
+                  static_cast<long long>(cached), m.t.medianMs,
+                  m.useful / (m.t.medianMs * 1e6), m.cmp.maxAbsErr,
+                  static_cast<long long>(m.checked),
+                  static_cast<long long>(m.allRows), stepOk ? "OK" : "FAILED");
+    table += buf;
+    cached += steps[i].tokens;
+  }
+  js["steps"] = stepsJs;
+  js.erase("within_tolerance"); // the whole session's verdict, last
+  js["within_tolerance"] = ok;
+  text << "kernel   " << mhagen_kernel_symbol(k) << " ("
+       << mhagen_kernel_backend(k) << ", " << mhagen_kernel_target(k) << ", "
+       << threads << " threads)\n"
+       << session << table;
+  std::snprintf(buf, sizeof buf,
+                "check    %s: every output against the reference "
+                "(tolerance %g + %g*|ref|), the appended cache rows too, "
+                "every other cache row untouched\n",
+                ok ? "OK" : "FAILED", tol.atol, tol.rtol);
+  text << buf;
+  return ok ? 0 : 1;
+}
 
 int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                 const RunCheckOptions &o, nlohmann::ordered_json &js,

@@ -51,6 +51,15 @@ std::string runKernelTool() {
   throw std::runtime_error("mhagen-run-kernel is not installed next to mhagen");
 }
 
+// A layer with a KV cache runs a session (prefill, decode steps, a chunk);
+// any other kernel one call.
+int runKernel(const mhagen_kernel *k, const AttentionSpec &spec,
+              const RunCheckOptions &o, nlohmann::ordered_json &js,
+              std::ostream &text) {
+  return spec.cachedLayer() ? runLayerSession(k, spec, o, js, text)
+                            : runAndCheck(k, spec, o, js, text);
+}
+
 // Runs one spec; returns the exit code.
 int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
            std::ostream &text) {
@@ -144,7 +153,7 @@ int runOne(const AttentionSpec &input, RunOpts &o, nlohmann::ordered_json &js,
   ro.reps = o.reps;
   ro.threads = o.threads;
   ro.seed = o.seed;
-  return runAndCheck(k, spec, ro, js, text) == 0 ? kExitOk : kExitFailure;
+  return runKernel(k, spec, ro, js, text) == 0 ? kExitOk : kExitFailure;
 }
 
 // `run --lib LIB` without a spec: every kernel of the library (the variant
@@ -174,7 +183,7 @@ int runLibrary(RunOpts &o, nlohmann::ordered_json &all, std::ostream &text) {
       ro.reps = o.reps;
       ro.threads = o.threads;
       ro.seed = o.seed;
-      if (runAndCheck(k, spec, ro, js, text) != 0)
+      if (runKernel(k, spec, ro, js, text) != 0)
         worst = kExitFailure;
     } catch (const std::exception &e) {
       std::cerr << "mhagen run: error: " << mhagen_kernel_symbol(v) << ": "

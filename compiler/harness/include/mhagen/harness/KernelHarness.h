@@ -109,6 +109,14 @@ public:
   /// Replaces the positions of positions = runtime ([B, Tq]); throws
   /// std::invalid_argument when the kernel takes none or the count differs.
   void setPositions(const std::vector<int32_t> &values);
+  /// kv_cache = contiguous in a layer: makes this problem the next call of
+  /// a session, a decoder step of `tokens` new tokens after the call
+  /// before. The cache is as that call left it (and what the reference
+  /// reads), each sequence's length grows by `tokens`, and x (and runtime
+  /// positions, the tokens' own: after the cached ones) are drawn anew
+  /// from `seed`. Throws std::invalid_argument when the kernel has no
+  /// layer cache or the cache's capacity cannot take the tokens.
+  void nextStep(int64_t tokens, uint32_t seed);
   /// The names of the kernel's data inputs (x, w_q, ..., sinks), each
   /// settable with setInput; int8 scales are listed with their tensors'.
   std::vector<std::string> inputNames() const;

@@ -30,6 +30,17 @@ int runAndCheck(const mhagen_kernel *k, const AttentionSpec &spec,
                 const RunCheckOptions &o, nlohmann::ordered_json &js,
                 std::ostream &text);
 
+/// A layer with a KV cache (kv_cache = contiguous) driven through a
+/// session: a prefill of o.size.Tq tokens into an empty cache, 8 decode
+/// steps of one token, then a chunk of 5, each call checked (output, lse,
+/// the cache after it) against the reference on the cache as the call
+/// before left it, and timed. The cache holds max(o.size.Tkv, the
+/// session's tokens). Fills `js` as runAndCheck does for the prefill, plus
+/// "steps"; returns 0 when every call is within tolerance.
+int runLayerSession(const mhagen_kernel *k, const AttentionSpec &spec,
+                    const RunCheckOptions &o, nlohmann::ordered_json &js,
+                    std::ostream &text);
+
 /// The spec a loaded kernel was generated from (its manifest's canonical
 /// text, parsed).
 AttentionSpec specOfKernel(const mhagen_kernel *k);
