@@ -609,7 +609,8 @@ Expr logSumExp(const Expr &m, const Expr &l) {
 Projection defineProjection(const std::string &name, Func x, int64_t inFeatures,
                             Func w, Func bias, bool hasBias,
                             const std::function<Expr(Expr)> &store,
-                            const Expr &tokens, const AttentionVars &v) {
+                            const Expr &tokens, const AttentionVars &v,
+                            const Expr &streamed) {
   Projection p;
   // The GEMM's row is t (the schedules block it as they block tokens).
   const Var &n = v.n, &row = v.t, &t = v.t, &b = v.b;
@@ -621,7 +622,17 @@ Projection defineProjection(const std::string &name, Func x, int64_t inFeatures,
   p.acc(n, row) = hasBias ? bias(n) : Expr(0.0f);
   p.acc(n, row) += x(p.rk, row) * w(n, p.rk);
   p.out = Func(name);
-  p.out(n, t, b) = store(p.acc(n, t + tokens * b));
+  if (!streamed.defined()) {
+    p.out(n, t, b) = store(p.acc(n, t + tokens * b));
+    return p;
+  }
+  p.streamed = streamed;
+  p.streamRk = RDom(0, static_cast<int>(inFeatures), name + "_stream_rk");
+  p.stream = Func(name + "_stream");
+  p.stream(n, row) = hasBias ? bias(n) : Expr(0.0f);
+  p.stream(n, row) += x(p.streamRk, row) * w(n, p.streamRk);
+  const Expr r = t + tokens * b;
+  p.out(n, t, b) = store(select(streamed, p.stream(n, r), p.acc(n, r)));
   return p;
 }
 

@@ -157,23 +157,34 @@ Halide::Expr logSumExp(const Halide::Expr &m, const Halide::Expr &l);
 /// t + T b is token t of sequence b), so a block of rows spans sequences:
 /// B decoder steps of one token each fill one register block, where
 /// blocks per sequence would hold one live row each.
+///
+/// Calls of few rows can take a second copy of the same sum, `stream`,
+/// which their schedule walks in the weights' memory order (a GEMV reads
+/// each weight once, so a packed copy of it only adds traffic).
 struct Projection {
   Halide::Func acc; ///< the reduction (f32), acc(n, row)
-  Halide::Func out; ///< out(n, t, b): acc as outType
+  Halide::Func out; ///< out(n, t, b): acc, or stream where streamed, stored
   Halide::Func w;   ///< the weights it reads, w(n, k)
   Halide::Func x;   ///< the inputs it reads, x(k, row)
   Halide::RDom rk;
   int64_t inFeatures = 0; ///< the extent of rk
+  /// The weight-streaming copy of acc and its reduction, and the condition
+  /// under which out reads it (all undefined without one).
+  Halide::Func stream;
+  Halide::RDom streamRk;
+  Halide::Expr streamed;
 };
 
 /// `tokens`: T, the call's tokens per sequence. `store` turns the f32
 /// result into the stored value (a cast, or the rounding to a bf16 bit
-/// pattern).
+/// pattern). `streamed`, where defined, is the condition under which out
+/// reads the weight-streaming copy of the sum.
 Projection
 defineProjection(const std::string &name, Halide::Func x, int64_t inFeatures,
                  Halide::Func w, Halide::Func bias, bool hasBias,
                  const std::function<Halide::Expr(Halide::Expr)> &store,
-                 const Halide::Expr &tokens, const AttentionVars &v);
+                 const Halide::Expr &tokens, const AttentionVars &v,
+                 const Halide::Expr &streamed = Halide::Expr());
 
 /// The largest divisor of dv that is at most `preferred` (accumulator
 /// channels per state tuple must tile dv exactly).

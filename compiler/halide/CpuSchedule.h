@@ -40,6 +40,10 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &spec,
                                              const ScheduleParams &p,
                                              const HalideTargetInfo &target);
 
+/// The most token rows (T * B) a layer call streams its projections'
+/// weights with (gemm_stream_rows; 0 for sdpa or none).
+int cpuStreamRows(const AttentionSpec &spec, const ScheduleParams &p);
+
 /// The long-call variant (long_tokens_per_tile > 0): the schedule of the
 /// second prefill pipeline a kernel runs for calls of at least
 /// long_min_tokens query tokens -- `p` with the long tile as its query and

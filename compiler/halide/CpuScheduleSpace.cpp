@@ -252,6 +252,13 @@ std::vector<ParamDecl> declareGemmParams() {
        {64, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048},
        "output features per parallel GEMM task, at most "
        "(its packed weight chunk stays in the L2)"},
+      {"gemm_stream_rows",
+       {0, 1, 2, 4, 6, 8, 12, 16},
+       "calls of at most this many token rows (T * B) read the weights "
+       "in memory order instead of packing them (0: never)"},
+      {"gemm_stream_k_block",
+       {32, 64, 128, 256, 512, 1024},
+       "weight rows per parallel task where the weights stream"},
   };
 }
 
@@ -474,6 +481,19 @@ void deriveGemmDefaults(const SpaceFacts &f,
     if (nb * d["gemm_k_block"] * 4 <= f.l2Bytes / 2 &&
         (nb <= perCore || nb == 64))
       d["gemm_n_block"] = nb;
+  // A call of at most one register block of rows uses each packed weight
+  // once, so packing only adds a copy of W: such calls stream it.
+  d["gemm_stream_rows"] = 0;
+  for (int64_t r : valuesOf(params, "gemm_stream_rows"))
+    if (r <= bestRows)
+      d["gemm_stream_rows"] = r;
+  // Streaming tasks: the longest run of weight rows that still gives every
+  // core four tasks on the shorter input axis (d or h * dv), for balance.
+  const int64_t shortestInput = std::min(f.d, f.h * f.dv);
+  d["gemm_stream_k_block"] = 32;
+  for (int64_t kb : valuesOf(params, "gemm_stream_k_block"))
+    if (kb * 4 * f.cores <= shortestInput)
+      d["gemm_stream_k_block"] = kb;
 }
 
 /// Makes the default row counts multiples of both register blocks.

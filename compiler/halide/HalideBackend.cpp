@@ -180,8 +180,10 @@ BackendResult compileWithHalide(const AttentionSpec &s,
   try {
     hl::AttentionTiles tiles = ti.gpu ? hl::gpuAttentionTiles(s, params)
                                       : hl::cpuAttentionTiles(s, params);
-    BuiltPipeline bp = hl::buildPipeline(
-        s, tiles, ti.gpu ? std::nullopt : hl::cpuDecodeTiles(s, params, ti));
+    BuiltPipeline bp =
+        ti.gpu ? hl::buildPipeline(s, tiles)
+               : hl::buildPipeline(s, tiles, hl::cpuDecodeTiles(s, params, ti),
+                                   hl::cpuStreamRows(s, params));
     if (ti.gpu)
       hl::applyGpuSchedule(bp, s, params);
     else

@@ -296,8 +296,8 @@ void defineSdpaOutputs(const AttentionSpec &s, const hl::AttentionTiles &tiles,
 /// op = layer: the projections around the attention core.
 void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
                  const std::optional<AttentionTiles> &decodeTiles,
-                 const AbiParams &params, hl::AttentionInputs &in,
-                 BuiltPipeline &bp) {
+                 int streamRows, const AbiParams &params,
+                 hl::AttentionInputs &in, BuiltPipeline &bp) {
   const AttentionVars &v = bp.v;
   const Type T = elementType(s);
   const int64_t h = s.h, kv = s.n_kv, dk = s.d_k, dv = s.d_v, d = s.d;
@@ -332,12 +332,14 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
   wvf(v.n, kk) = f32(wv(v.n, kk));
   wof(v.n, kk) = f32(wo(v.n, kk));
   auto keepF32 = [](Expr e) { return e; };
+  // Calls of at most streamRows rows (decoder steps) stream the weights.
+  const Expr streamed = streamRows > 0 ? tokens * batch <= streamRows : Expr();
   Projection pq = hl::defineProjection("q_proj", xRows, d, wqf, bq, s.bias,
-                                       keepF32, tokens, v);
+                                       keepF32, tokens, v, streamed);
   Projection pk = hl::defineProjection("k_proj", xRows, d, wkf, bk, s.bias,
-                                       keepF32, tokens, v);
+                                       keepF32, tokens, v, streamed);
   Projection pv = hl::defineProjection("v_proj", xRows, d, wvf, bvf, s.bias,
-                                       keepF32, tokens, v);
+                                       keepF32, tokens, v, streamed);
   // QK-norm, then rotary positions, on the projected columns.
   Func qCols = pq.out, kCols = pk.out;
   if (s.qk_norm.enabled()) {
@@ -432,7 +434,7 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
   });
   Projection po = hl::defineProjection(
       "out_proj", merged, h * dv, wof, bo, s.bias,
-      [&](Expr e) { return fromF32(s, T, e); }, tokens, v);
+      [&](Expr e) { return fromF32(s, T, e); }, tokens, v, streamed);
   bp.projections = {pq, pk, pv, po};
   bp.projectionWidths = {h * dk, kv * dk, kv * dv, d};
   bp.output = po.out;
@@ -450,7 +452,8 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
 // The algorithm for the spec: inputs, projections (layer), attention core.
 BuiltPipeline buildPipeline(const AttentionSpec &s,
                             const hl::AttentionTiles &tiles,
-                            const std::optional<AttentionTiles> &decodeTiles) {
+                            const std::optional<AttentionTiles> &decodeTiles,
+                            int streamRows) {
   BuiltPipeline bp;
   AbiParams params = abiParams(s);
   bp.inputs = params.inOrder;
@@ -467,7 +470,7 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
     defineSdpaInputs(s, params, bp.v, in);
     defineSdpaOutputs(s, tiles, decodeTiles, in, bp);
   } else {
-    defineLayer(s, tiles, decodeTiles, params, in, bp);
+    defineLayer(s, tiles, decodeTiles, streamRows, params, in, bp);
   }
   // The outputs: out dense within a token, any token and batch stride;
   // lse dense.

@@ -60,9 +60,12 @@ std::vector<Halide::Func> outputsOf(const BuiltPipeline &bp,
                                     const AttentionSpec &s);
 
 /// The algorithm for the spec: inputs, projections (layer), attention core.
+/// A layer's calls of at most `streamRows` token rows (0: none) read the
+/// projections' weight-streaming sums (Projection).
 BuiltPipeline
 buildPipeline(const AttentionSpec &s, const AttentionTiles &tiles,
-              const std::optional<AttentionTiles> &decodeTiles = {});
+              const std::optional<AttentionTiles> &decodeTiles = {},
+              int streamRows = 0);
 void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
                       const ScheduleParams &p);
 void applyGpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,

@@ -231,10 +231,12 @@ TEST(SearchSpace, ShortCallsPinTheLongCallParameters) {
 // come from the L1d, the L2 and the cores of the target's machine model --
 // the input panel and one register block's weights fit the L1d, the packed
 // weight chunk at most half the L2, and the narrowest projection (kv x dk)
-// still gives every core a task.
+// still gives every core a task. Calls of at most one register block of
+// rows stream the weights instead, in tasks of whole weight rows that give
+// every core four of them.
 TEST(SearchSpace, PackedGemmBlocksComeFromTheCaches) {
   struct Blocks {
-    int64_t k, n;
+    int64_t k, n, streamK;
   };
   auto blocksFor = [](TargetKind kind, int64_t l1d, int64_t l2, int cores,
                       const std::string &shape) {
@@ -256,13 +258,17 @@ TEST(SearchSpace, PackedGemmBlocksComeFromTheCaches) {
     EXPECT_LE((rows + cols) * kc * 4, l1d);
     EXPECT_LE(nb * kc * 4, l2 / 2);
     EXPECT_GE(s.n_kv * s.d_k / nb, cores);
-    return Blocks{kc, nb};
+    EXPECT_EQ(d.at("gemm_stream_rows"), rows);
+    const int64_t streamK = d.at("gemm_stream_k_block");
+    EXPECT_GE(std::min(s.d, s.h * s.d_v) / streamK, 4 * cores);
+    return Blocks{kc, nb, streamK};
   };
   const std::string llama = "d = 4096; h = 32; kv = 8; mask = causal";
   // Sapphire Rapids (48 KiB L1d, 2 MiB L2), 2 cores: 64 x 6 blocks.
   Blocks spr = blocksFor(TargetKind::Avx512, 48 << 10, 2 << 20, 2, llama);
   EXPECT_EQ(spr.k, 128);
   EXPECT_EQ(spr.n, 512);
+  EXPECT_EQ(spr.streamK, 512);
   // Zen 4 (32 KiB L1d, 1 MiB L2): shorter chunks.
   Blocks zen4 = blocksFor(TargetKind::Avx512, 32 << 10, 1 << 20, 2, llama);
   EXPECT_EQ(zen4.k, 64);
@@ -275,6 +281,7 @@ TEST(SearchSpace, PackedGemmBlocksComeFromTheCaches) {
   // More cores: narrower tasks, so k and v still fill them.
   Blocks many = blocksFor(TargetKind::Avx512, 48 << 10, 2 << 20, 8, llama);
   EXPECT_EQ(many.n, 128);
+  EXPECT_EQ(many.streamK, 128);
 }
 
 // A third CPU class (neon: the Neoverse N1 preset, 4 f32 lanes, 32
