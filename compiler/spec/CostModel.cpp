@@ -176,6 +176,15 @@ static std::string bytes(int64_t v) {
   return buf;
 }
 
+/// "<lead>X ms at Y GB/s", or nothing when the bandwidth is unknown.
+static std::string msAtBandwidth(const char *lead, double ms, double gbs) {
+  if (gbs <= 0)
+    return "";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s%.3g ms at %.3g GB/s", lead, ms, gbs);
+  return buf;
+}
+
 std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
   std::ostringstream os;
   char buf[256];
@@ -247,27 +256,15 @@ std::string formatCostReport(const AttentionSpec &s, const CostReport &r) {
   os << "  K/V read per call     " << bytes(r.kvBytesPerCall) << " (B * "
      << r.visitedKeys << " keys seen of T_kv " << r.Tkv << " * "
      << r.kvBytesPerToken << ")";
-  if (r.memoryBandwidthGBs > 0) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "; floor %.3g ms at %.3g GB/s", r.kvFloorMs,
-                  r.memoryBandwidthGBs);
-    os << buf;
-  }
-  os << "\n";
+  os << msAtBandwidth("; floor ", r.kvFloorMs, r.memoryBandwidthGBs) << "\n";
   if (s.op == Op::Layer)
     os << "  weights               " << bytes(r.weightBytes)
        << " (read once a call)\n";
   if (s.cachedLayer()) {
     os << "  step floor            " << bytes(r.stepFloorBytes)
        << " (weights + K/V read; a decode step, T_q 1, reads at least "
-          "this)";
-    if (r.memoryBandwidthGBs > 0) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "; %.3g ms at %.3g GB/s", r.stepFloorMs,
-                    r.memoryBandwidthGBs);
-      os << buf;
-    }
-    os << "\n";
+          "this)"
+       << msAtBandwidth("; ", r.stepFloorMs, r.memoryBandwidthGBs) << "\n";
   }
   if (s.op == Op::Sdpa && s.pagedKv())
     os << "  K/V cache             paged: blocks of " << s.kv_block
