@@ -69,6 +69,12 @@ struct AttentionTiles {
   /// and key chunk (headsInTask), so each staged key tile reads whole
   /// token rows of K/V ([kv, dk] contiguous) instead of one head's slice.
   bool headsInTask = false;
+  /// With headsInTask, K and V are read where they lie and in memory
+  /// order: the QK^T and the P V of every head block of a key tile run in
+  /// one loop nest each with the keys outermost, so the loads walk whole
+  /// token rows (no copy, no per-head stride). The P V accumulators then
+  /// live in the L1 rather than in registers.
+  bool kvInRowOrder = false;
   std::string prefix; ///< prepended to every Func name (two variants)
 };
 

@@ -221,8 +221,11 @@ std::optional<AttentionTiles> cpuDecodeTiles(const AttentionSpec &s,
   if (t.channelsInLanes)
     t.channelBlock = 1;
   t.headsInTask = t.channelsInLanes && get(p, "decode_heads") == 1;
-  if (t.channelsInLanes)
-    t.stageKv = get(p, "decode_stage_kv") == 1;
+  if (t.channelsInLanes) {
+    const int64_t stage = get(p, "decode_stage_kv");
+    t.stageKv = stage == 1;
+    t.kvInRowOrder = t.headsInTask && stage == 2;
+  }
   t.tilesPerTask = 1;
   // Tasks per core times the cores of the target's machine model.
   t.splitTasks = static_cast<int>(get(p, "split_tasks") *
@@ -310,7 +313,10 @@ static void scheduleDecodeChannelsCpu(AttentionStages st,
       hit ? LoopLevel(st.state, v.ho) : LoopLevel(st.state, st.rt);
 
   // QK^T: lane-wide partial dot products, then one reduction per score.
-  st.scoresAcc.compute_at(at)
+  // kvInRowOrder: every head block's scores of the key tile at once, the
+  // head blocks inside each block of keys.
+  const bool rowOrder = hit && tl.kvInRowOrder;
+  st.scoresAcc.compute_at(rowOrder ? LoopLevel(st.state, st.rt) : at)
       .reorder_storage(v.j, v.i)
       .align_bounds(v.i, rowsBlock)
       .vectorize(v.j, vw, TailStrategy::GuardWithIf);
@@ -319,49 +325,64 @@ static void scheduleDecodeChannelsCpu(AttentionStages st,
   Func dot = st.scoresAcc.update().split(st.rc.x, rco, rci, vw).rfactor(rci, u);
   st.scoresAcc.update()
       .split(v.i, io, ii, rowsBlock)
-      .split(v.j, jo, ji, keysBlock)
-      .reorder(rci, ji, ii, jo, io)
-      .atomic()
-      .vectorize(rci)
-      .unroll(ji)
-      .unroll(ii);
+      .split(v.j, jo, ji, keysBlock);
+  if (rowOrder)
+    st.scoresAcc.update().reorder(rci, ji, ii, io, v.ho, jo);
+  else
+    st.scoresAcc.update().reorder(rci, ji, ii, jo, io);
+  st.scoresAcc.update().atomic().vectorize(rci).unroll(ji).unroll(ii);
   // rfactor puts the lanes outermost; they must be innermost in memory.
-  dot.compute_at(st.scoresAcc, jo)
+  dot.compute_at(st.scoresAcc, rowOrder ? io : jo)
       .reorder_storage(u, v.i, v.j)
       .vectorize(u)
       .unroll(v.i)
       .unroll(v.j);
   dot.update().reorder(u, v.i, v.j, rco).vectorize(u).unroll(v.i).unroll(v.j);
 
-  // The tile's softmax with keys in lanes.
-  st.scores.compute_at(at).reorder_storage(v.j, v.i).vectorize(
+  // The tile's softmax with keys in lanes (kvInRowOrder: every head
+  // block's, before P V walks V's token rows).
+  const LoopLevel tileAt = rowOrder ? LoopLevel(st.state, st.rt) : at;
+  st.scores.compute_at(tileAt).reorder_storage(v.j, v.i).vectorize(
       v.j, vw, TailStrategy::GuardWithIf);
-  st.tileMax.compute_at(at);
+  st.tileMax.compute_at(tileAt);
   st.tileMax.update().atomic().vectorize(st.rj, vw);
-  st.probs.compute_at(at).reorder_storage(v.j, v.i).vectorize(
+  st.probs.compute_at(tileAt).reorder_storage(v.j, v.i).vectorize(
       v.j, vw, TailStrategy::GuardWithIf);
-  st.tileSum.compute_at(at);
+  st.tileSum.compute_at(tileAt);
   st.tileSum.update().atomic().vectorize(st.rj, vw);
 
-  // P V: channels in lanes, rowsBlock x chanBlock accumulators per block.
-  st.pv.compute_at(at)
-      .reorder_storage(v.c, v.i)
-      .align_bounds(v.i, rowsBlock)
-      .split(v.i, io, ii, rowsBlock)
-      .split(v.c, co, ci, chanBlock, TailStrategy::ShiftInwards)
-      .reorder(ci, ii, co, io)
-      .vectorize(ci, vw)
-      .unroll(ii);
-  st.pvAcc.compute_at(st.pv, co)
-      .reorder_storage(v.c, v.i)
-      .vectorize(v.c, vw)
-      .unroll(v.c)
-      .unroll(v.i);
-  st.pvAcc.update()
-      .reorder(v.c, v.i, st.rj)
-      .vectorize(v.c, vw)
-      .unroll(v.c)
-      .unroll(v.i);
+  if (rowOrder) {
+    // P V of every head block per key, in V's memory order; the
+    // accumulators of the tile's rows stay in the L1.
+    st.pv.compute_inline();
+    st.pvAcc.compute_at(st.state, st.rt)
+        .reorder_storage(v.c, v.i)
+        .vectorize(v.c, vw);
+    st.pvAcc.update()
+        .reorder(v.c, v.i, v.ho, st.rj)
+        .vectorize(v.c, vw)
+        .unroll(v.i);
+  } else {
+    // P V: channels in lanes, rowsBlock x chanBlock accumulators per block.
+    st.pv.compute_at(at)
+        .reorder_storage(v.c, v.i)
+        .align_bounds(v.i, rowsBlock)
+        .split(v.i, io, ii, rowsBlock)
+        .split(v.c, co, ci, chanBlock, TailStrategy::ShiftInwards)
+        .reorder(ci, ii, co, io)
+        .vectorize(ci, vw)
+        .unroll(ii);
+    st.pvAcc.compute_at(st.pv, co)
+        .reorder_storage(v.c, v.i)
+        .vectorize(v.c, vw)
+        .unroll(v.c)
+        .unroll(v.i);
+    st.pvAcc.update()
+        .reorder(v.c, v.i, st.rj)
+        .vectorize(v.c, vw)
+        .unroll(v.c)
+        .unroll(v.i);
+  }
   if (tl.stageKv && hit) {
     // Every head's rows of the key tile at once: whole token rows.
     st.kTile.compute_at(st.state, st.rt)

@@ -201,9 +201,14 @@ std::vector<ParamDecl> declareDecodeParams(const SpaceFacts &f) {
                     "decode_layout 1: 0 one head block per task, 1 every head "
                     "block of a key chunk per task (whole K/V token rows)",
                     true});
-  params.push_back({"decode_stage_kv", onlyChannels,
+  std::vector<int64_t> stages = onlyChannels;
+  if (f.channelsOk)
+    stages.push_back(2);
+  params.push_back({"decode_stage_kv", stages,
                     "decode_layout 1: copy each key tile's K/V to dense f32 "
-                    "scratch first (0: read the cache in the dot products)",
+                    "scratch first (0: read the cache in the dot products; "
+                    "2, with decode_heads 1: read it in place in token-row "
+                    "order, every head block's QK^T and P V per key)",
                     true});
   return params;
 }
