@@ -28,9 +28,10 @@ PACKAGES=(
   # tuning spread over a cluster: the one-node Slurm test (tune_slurm_array)
   slurm-wlm
   # the neon target's subset under emulation (scripts/test-aarch64.sh):
-  # Debian's AArch64 cross compiler, qemu, and the runtime's libelf for
-  # arm64 (a multiarch package)
-  g++-aarch64-linux-gnu qemu-user-static libelf-dev:arm64
+  # Debian's AArch64 cross compiler, qemu, and the arm64 libraries the
+  # emulated test programs load (multiarch packages): the runtime's libelf
+  # and libstdc++, which no other package here pulls in
+  g++-aarch64-linux-gnu qemu-user-static libelf-dev:arm64 libstdc++6:arm64
 )
 
 missing=()
