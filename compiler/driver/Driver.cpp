@@ -37,7 +37,9 @@ Target resolveTarget(const Target &t, DType dtype) {
   if (t.kind != TargetKind::Host)
     return t;
   Target r;
-  if (dtype == DType::BF16 && hostRuns(TargetKind::Avx512Bf16))
+  if (dtype == DType::BF16 && hostRuns(TargetKind::Avx512Amx))
+    r.kind = TargetKind::Avx512Amx;
+  else if (dtype == DType::BF16 && hostRuns(TargetKind::Avx512Bf16))
     r.kind = TargetKind::Avx512Bf16;
   else if (hostRuns(TargetKind::Avx512))
     r.kind = TargetKind::Avx512;
@@ -69,6 +71,11 @@ std::string targetUnavailableReason(const Target &t) {
     return hostRuns(TargetKind::Avx512Bf16)
                ? ""
                : "the CPU lacks AVX512_BF16 or AVX512_VNNI";
+  case TargetKind::Avx512Amx:
+    return hostRuns(TargetKind::Avx512Amx)
+               ? ""
+               : "the CPU lacks AMX-BF16 (or the OS does not enable AMX "
+                 "tile state)";
   case TargetKind::Neon:
     return hostRuns(TargetKind::Neon)
                ? ""

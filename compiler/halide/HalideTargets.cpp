@@ -27,6 +27,7 @@ HalideTargetInfo halideTargetInfo(const Target &t, DType dtype) {
         "x86-64-linux-sse41-avx-avx2-fma-f16c-avx512-avx512_skylake" + common;
     break;
   case TargetKind::Avx512Bf16:
+  case TargetKind::Avx512Amx: // Halide 14 has no usable AMX path
     // Halide selects vdpbf16ps only with avx512 + sapphirerapids features;
     // llc then compiles for the model's CPU (Cooper Lake: AVX-512 + BF16
     // + VNNI, no FP16).

@@ -156,7 +156,7 @@ MachineModel hostMachine(TargetKind kind) {
 #endif
   readCaches(m);
   // The preset's rate is its modelled CPU's; the host has its own.
-  if (kind == TargetKind::Avx512Bf16)
+  if (kind == TargetKind::Avx512Bf16 || kind == TargetKind::Avx512Amx)
     m.bf16DotPerFma = bf16DotPerFmaOf(m.vendor, m.family);
   m.cores = usableCores();
   return m;

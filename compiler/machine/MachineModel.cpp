@@ -68,6 +68,9 @@ MachineModel armCore(const std::string &name, const std::string &vendor,
 //   avx512      AMD Zen 4: 32 zmm, L1d 32 KiB, L2 1 MiB, L3 32 MiB
 //   avx512_bf16 AMD Zen 4 as well (AVX512_BF16 + VNNI, no FP16), whose
 //               vdpbf16ps retires 2x the FLOPs of its f32 FMA
+//   avx512_amx  Intel Sapphire Rapids: AVX512_BF16 + AMX-BF16 (16x16x32
+//               bf16 tile products), 2 MiB L2; vdpbf16ps retires half
+//               the FLOPs of its f32 FMA, so bf16 products go to AMX
 //   cuda_smXX   48 KiB of static shared memory and 1024 threads per block
 //               (the limits without opt-in on every capability)
 //   neon        Arm Neoverse N1 (armCores: the oldest core of the class,
@@ -112,6 +115,22 @@ MachineModel makePreset(TargetKind kind) {
     m.l1dBytes = 32 * KiB;
     m.l2Bytes = 1 * MiB;
     m.l3Bytes = 32 * MiB;
+    break;
+  case TargetKind::Avx512Amx:
+    m.source = "preset (Intel Sapphire Rapids class)";
+    m.className = "AVX-512 + AVX512_BF16 + AMX-BF16 (tile products for bf16)";
+    m.cpuFeatures = avx512Features();
+    m.cpuFeatures.push_back("avx512_vnni");
+    m.cpuFeatures.push_back("avx512_bf16");
+    m.cpuFeatures.push_back("amx_bf16");
+    m.bf16DotPerFma = bf16DotPerFmaOf("GenuineIntel", 6);
+    m.vectorBits = 512;
+    m.vectorRegisters = 32;
+    m.llvmCpu = "sapphirerapids";
+    m.llvmFeatures = "-prefer-256-bit"; // keep 512-bit vectors legal
+    m.l1dBytes = 48 * KiB;
+    m.l2Bytes = 2 * MiB;
+    m.l3Bytes = 105 * MiB;
     break;
   case TargetKind::Cuda:
   case TargetKind::OpenCL:
@@ -185,7 +204,8 @@ const MachineModel &presetMachine(TargetKind kind) {
     std::map<TargetKind, MachineModel> p;
     for (TargetKind k :
          {TargetKind::Avx2, TargetKind::Avx512, TargetKind::Avx512Bf16,
-          TargetKind::Neon, TargetKind::Cuda, TargetKind::OpenCL})
+          TargetKind::Avx512Amx, TargetKind::Neon, TargetKind::Cuda,
+          TargetKind::OpenCL})
       p[k] = makePreset(k);
     return p;
   }();
@@ -253,6 +273,10 @@ std::string MachineModel::describe() const {
                              : " (bf16 attention widens to f32)")
        << "\n";
   }
+  if (std::find(cpuFeatures.begin(), cpuFeatures.end(), "amx_bf16") !=
+      cpuFeatures.end())
+    os << "  bf16 tiles    AMX tdpbf16ps (the MLIR backend's plain bf16 "
+          "attention: mha-lower-to-amx)\n";
   os << "  codegen       " << llvmTriple << " -mcpu=" << llvmCpu
      << (llvmFeatures.empty() ? "" : " -mattr=" + llvmFeatures) << "\n";
   return os.str();

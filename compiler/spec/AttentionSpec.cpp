@@ -105,6 +105,8 @@ std::string Target::str() const {
     return "avx512";
   case TargetKind::Avx512Bf16:
     return "avx512_bf16";
+  case TargetKind::Avx512Amx:
+    return "avx512_amx";
   case TargetKind::Neon:
     return "neon";
   case TargetKind::Cuda:

@@ -882,12 +882,12 @@ SpecField targetField() {
   f.flag = "--target";
   f.flagForm = FlagForm::Value;
   f.flagHelp =
-      "host (default) | avx2 | avx512 | avx512_bf16 | neon | cuda[_smXX] | "
-      "opencl";
+      "host (default) | avx2 | avx512 | avx512_bf16 | avx512_amx | neon | "
+      "cuda[_smXX] | opencl";
   f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
     if (!parseTarget(v, s.target))
       return "unknown target; expected host, avx2, avx512, avx512_bf16, "
-             "neon, cuda, cuda_smXX (e.g. cuda_sm86) or opencl";
+             "avx512_amx, neon, cuda, cuda_smXX (e.g. cuda_sm86) or opencl";
     return "";
   });
   f.print = [](const Spec &s) { return s.target.str(); };

@@ -309,6 +309,8 @@ bool parseTarget(const std::string &s, Target &out) {
     t.kind = TargetKind::Avx512;
   else if (s == "avx512_bf16")
     t.kind = TargetKind::Avx512Bf16;
+  else if (s == "avx512_amx")
+    t.kind = TargetKind::Avx512Amx;
   else if (s == "neon")
     t.kind = TargetKind::Neon;
   else if (s == "opencl")

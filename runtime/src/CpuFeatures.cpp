@@ -5,6 +5,7 @@
 // where it would die with SIGILL.
 #include "RuntimeInternal.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -13,6 +14,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
 #endif
@@ -119,12 +122,16 @@ std::set<std::string> classFeatures(const std::string &cls, bool &known) {
   known = true;
   if (cls == "neon")
     keep.insert(std::begin(kNeonClass), std::end(kNeonClass));
-  if (cls == "avx2" || cls == "avx512" || cls == "avx512_bf16")
+  const bool avx512 =
+      cls == "avx512" || cls == "avx512_bf16" || cls == "avx512_amx";
+  if (cls == "avx2" || avx512)
     keep.insert(std::begin(kAvx2Class), std::end(kAvx2Class));
-  if (cls == "avx512" || cls == "avx512_bf16")
+  if (avx512)
     keep.insert(std::begin(kAvx512Class), std::end(kAvx512Class));
-  if (cls == "avx512_bf16")
+  if (cls == "avx512_bf16" || cls == "avx512_amx")
     keep.insert("avx512_bf16");
+  if (cls == "avx512_amx")
+    keep.insert("amx_bf16");
   if (keep.empty() && cls != "none")
     known = false;
   return keep;
@@ -140,7 +147,7 @@ std::set<std::string> detectWithClass(std::string &classNote) {
   if (!known) {
     classNote = std::string("MHAGEN_CPU_CLASS=") + env +
                 " is not a machine class (none, avx2, avx512, avx512_bf16, "
-                "neon); "
+                "avx512_amx, neon); "
                 "ignored";
     return f;
   }
@@ -181,6 +188,26 @@ std::string missingCpuFeatures(const std::vector<std::string> &required) {
     if (!have.count(r))
       missing += (missing.empty() ? "" : " ") + r;
   return missing;
+}
+
+// Linux hands out the AMX tile data state (8 KiB of registers per thread)
+// only to a process that asks for it; the first tile instruction of one
+// that did not dies with SIGILL. The permission is the process's, for every
+// thread, so it is asked for once.
+std::string requestAmxTiles() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const std::string refusal = [] {
+    const long archReqXcompPerm = 0x1023, xfeatureXtiledata = 18;
+    if (syscall(SYS_arch_prctl, archReqXcompPerm, xfeatureXtiledata) == 0)
+      return std::string();
+    return std::string("the OS refused the AMX tile state (arch_prctl "
+                       "ARCH_REQ_XCOMP_PERM: ") +
+           std::strerror(errno) + ")";
+  }();
+  return refusal;
+#else
+  return "AMX tiles exist only on x86-64 Linux";
+#endif
 }
 
 } // namespace mhagen::rt

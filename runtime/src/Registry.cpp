@@ -7,6 +7,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -108,6 +109,8 @@ int makeKernel(const mhagen_kernel_desc *desc,
 }
 
 int targetRank(const std::string &t) {
+  if (t == "avx512_amx")
+    return 4;
   if (t == "avx512_bf16")
     return 3;
   if (t == "avx512")
@@ -144,6 +147,11 @@ static int checkUsable(const mhagen_kernel *k) {
     code = MHAGEN_ERR_UNSUPPORTED_CPU;
     why = "kernel " + m.symbol + " (target " + m.target +
           ") needs CPU features this machine lacks: " + missing;
+  } else if (std::find(m.cpuFeatures.begin(), m.cpuFeatures.end(),
+                       "amx_bf16") != m.cpuFeatures.end() &&
+             !(why = requestAmxTiles()).empty()) {
+    code = MHAGEN_ERR_UNSUPPORTED_CPU;
+    why = "kernel " + m.symbol + " (target " + m.target + "): " + why;
   } else if (m.device != "cpu") {
     std::string dwhy;
     if (devicePresent(m.device, &dwhy) != MHAGEN_OK) {

@@ -23,6 +23,9 @@ std::set<std::string> cpuFeatures();
 void bumpFeatureEpoch();
 /// Space-separated names of required features the CPU lacks ("" if none).
 std::string missingCpuFeatures(const std::vector<std::string> &required);
+/// Asks the OS for the AMX tile state (once per process); the reason it was
+/// refused, or "" when granted.
+std::string requestAmxTiles();
 
 /// MHAGEN_OK if a device of that kind ("cuda", "opencl") with a driver is
 /// present; otherwise MHAGEN_ERR_NO_DEVICE and *why says what is missing.

@@ -80,9 +80,10 @@ AttentionSpec randomSpec(std::mt19937 &rng) {
   s.dtype = static_cast<DType>(pick(0, 2));
   s.bias = s.op == Op::Layer && pick(0, 1);
   static const TargetKind kinds[] = {
-      TargetKind::Avx2, TargetKind::Avx512, TargetKind::Avx512Bf16,
-      TargetKind::Neon, TargetKind::Cuda,   TargetKind::OpenCL};
-  s.target.kind = kinds[pick(0, 5)];
+      TargetKind::Avx2,      TargetKind::Avx512, TargetKind::Avx512Bf16,
+      TargetKind::Avx512Amx, TargetKind::Neon,   TargetKind::Cuda,
+      TargetKind::OpenCL};
+  s.target.kind = kinds[pick(0, 6)];
   if (s.target.kind == TargetKind::Cuda)
     s.target.cudaCapability = pick(0, 1) ? 86 : 80;
   s.backend = pick(0, 1) ? Backend::Halide : Backend::Mlir;

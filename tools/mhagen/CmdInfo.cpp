@@ -63,8 +63,9 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
                 "also print each target's preset machine model");
   cmd->callback([format, verbosePtr, &exitCode] {
     const bool verbose = *verbosePtr;
-    const char *const names[] = {"avx2", "avx512",    "avx512_bf16",
-                                 "neon", "cuda_sm86", "opencl"};
+    const char *const names[] = {"avx2",       "avx512", "avx512_bf16",
+                                 "avx512_amx", "neon",   "cuda_sm86",
+                                 "opencl"};
     nlohmann::ordered_json js = nlohmann::ordered_json::array();
     std::string hostName;
     Target host;

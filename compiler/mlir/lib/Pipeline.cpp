@@ -43,6 +43,11 @@ std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
   // 1. mha -> linalg on tensors: the split-KV decode form for calls with
   //    few query tokens, the flash form for the rest.
   stages.push_back({"linalg", [o](OpPassManager &pm) {
+                      if (o.amx) {
+                        MhaLowerToAmxOptions amx;
+                        amx.decodeTokens = o.decodeTokens;
+                        pm.addPass(createMhaLowerToAmx(amx));
+                      }
                       if (o.decodeTokens > 0) {
                         MhaSplitKvDecodeOptions split;
                         split.decodeTokens = o.decodeTokens;
@@ -101,7 +106,7 @@ std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
                         pm.addPass(createMhaParallelize());
                     }});
   // 5. Vectors to FMAs, polynomial exp, everything to the LLVM dialect.
-  stages.push_back({"llvm", [](OpPassManager &pm) {
+  stages.push_back({"llvm", [o](OpPassManager &pm) {
                       pm.addPass(createMhaLowerVectors());
                       // What is left of linalg (the padded GEMM copies).
                       pm.addPass(createConvertLinalgToLoopsPass());
@@ -116,6 +121,7 @@ std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
                       pm.addPass(arith::createArithExpandOpsPass(expand));
                       ConvertVectorToLLVMPassOptions vo;
                       vo.reassociateFPReductions = true;
+                      vo.amx = o.amx;
                       pm.addPass(createConvertVectorToLLVMPass(vo));
                       // memref before scf->cf: the OpenMP region's
                       // memref.alloca_scope (stack buffers freed per parallel

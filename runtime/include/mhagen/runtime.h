@@ -47,10 +47,10 @@ int mhagen_get_num_threads(void);
 int mhagen_cpu_has(const char *feature);
 /** Space-separated list of the supported features.
  *
- * $MHAGEN_CPU_CLASS=avx2 | avx512 | avx512_bf16 | neon | none makes the machine
- * present itself as that lesser class, for mhagen and the runtime alike:
- * every detected feature outside the class is dropped (none are added), so
- * `host` resolves as it would there and kernels the class lacks are
+ * $MHAGEN_CPU_CLASS=avx2 | avx512 | avx512_bf16 | avx512_amx | neon | none
+ * makes the machine present itself as that lesser class, for mhagen and the
+ * runtime alike: every detected feature outside the class is dropped (none are
+ * added), so `host` resolves as it would there and kernels the class lacks are
  * refused. The test suite runs this way on AVX-512 machines to exercise the
  * AVX2 path. An unknown class is ignored (see mhagen_cpu_class_note). */
 const char *mhagen_cpu_features(void);
@@ -89,8 +89,9 @@ const mhagen_kernel *mhagen_kernel_at(int i);
 
 /** Finds the best kernel for a key: a variant symbol, a kernel name, a spec
  * hash, a semantic key or a canonical spec text. Among variants of one spec
- * it picks the best the running CPU supports (avx512_bf16 > avx512 > avx2,
- * then the first registered); $MHAGEN_FORCE_TARGET forces one target. */
+ * it picks the best the running CPU supports (avx512_amx > avx512_bf16 >
+ * avx512 > avx2, then the first registered); $MHAGEN_FORCE_TARGET forces one
+ * target. */
 int mhagen_find(const char *key, const mhagen_kernel **out);
 /** Like mhagen_find but forces the target (e.g. "avx2") and/or backend
  * ("halide", "mlir"); NULL leaves that choice free. A forced variant the CPU

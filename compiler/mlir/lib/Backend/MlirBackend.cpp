@@ -61,7 +61,8 @@ const MachineModel &mlirMachine(const AttentionSpec &s) {
   case TargetKind::OpenCL:
     throw BackendError(
         "target", s.target.str() + ": the mlir backend generates CPU code only "
-                                   "(avx2, avx512, avx512_bf16, neon); use "
+                                   "(avx2, avx512, avx512_bf16, avx512_amx, "
+                                   "neon); use "
                                    "--backend halide for GPU targets");
   default:
     return machineOf(s.target);
@@ -401,7 +402,9 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   // compiler-rt's __truncsfbf2, which the kernel library does not link.
   const bool bf16Data = s.dtype == DType::BF16 || s.kvType() == KvType::BF16;
   pipeline.masked16 = t.f32Lanes == 16 &&
-                      (!bf16Data || s.target.kind == TargetKind::Avx512Bf16);
+                      (!bf16Data || s.target.kind == TargetKind::Avx512Bf16 ||
+                       s.target.kind == TargetKind::Avx512Amx);
+  pipeline.amx = s.target.kind == TargetKind::Avx512Amx;
   for (const mha::PipelineStage &stage : mha::mhaPipelineStages(pipeline)) {
     mlir::PassManager pm(&ctx);
     stage.build(pm);

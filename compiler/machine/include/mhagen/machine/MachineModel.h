@@ -3,11 +3,11 @@
 // `mhagen list-targets` read (docs/design.md §7). Hardware facts (ISA,
 // registers, caches, cores, GPU limits) live here and nowhere else.
 //
-// A named target (avx2, avx512, avx512_bf16, neon, cuda_smXX, opencl) gets
-// a documented preset (MachineModel.cpp). `host` resolves to the best named
-// target this CPU runs, and its model keeps that target's ISA facts but
-// takes the caches, the core count and the CPU's identity from the machine
-// itself (cpuid or MIDR_EL1, and sysfs, HostMachine.cpp).
+// A named target (avx2, avx512, avx512_bf16, avx512_amx, neon, cuda_smXX,
+// opencl) gets a documented preset (MachineModel.cpp). `host` resolves to
+// the best named target this CPU runs, and its model keeps that target's
+// ISA facts but takes the caches, the core count and the CPU's identity
+// from the machine itself (cpuid or MIDR_EL1, and sysfs, HostMachine.cpp).
 #ifndef MHAGEN_MACHINE_MACHINEMODEL_H
 #define MHAGEN_MACHINE_MACHINEMODEL_H
 

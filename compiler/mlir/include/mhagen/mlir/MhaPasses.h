@@ -2,6 +2,7 @@
 #ifndef MHAGEN_MLIR_MHAPASSES_H
 #define MHAGEN_MLIR_MHAPASSES_H
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -51,6 +52,9 @@ struct PipelineOptions {
   /// The target loads and stores 16-bit elements under a mask (AVX-512BW).
   bool masked16 = true;
   bool parallel = true;
+  /// The target has AMX-BF16: plain bf16 attention runs on tile products
+  /// (mha-lower-to-amx).
+  bool amx = false;
 };
 
 /// One named stage of the pipeline (linalg, vector, buffers, omp, llvm);

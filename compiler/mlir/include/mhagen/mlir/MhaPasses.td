@@ -25,6 +25,33 @@ def MhaLowerToLinalg : Pass<"mha-lower-to-linalg", "mlir::ModuleOp"> {
                            "mlir::math::MathDialect"];
 }
 
+def MhaLowerToAmx : Pass<"mha-lower-to-amx", "mlir::ModuleOp"> {
+  let summary = "Lower plain bf16 mha.attention to AMX tile products";
+  let description = [{
+    For an mha.attention with bf16 query, key, value and result, static
+    heads and head widths (dk a multiple of 32, dv of 16), a mask of
+    `causal` and `window` terms only and no other operand or modifier,
+    whose operands are the kernel's memrefs (bufferization.to_tensor) and
+    whose result is materialized into the output memref: one scf.forall
+    over (batch, query head, tile of 16 queries) computes S^T = K Q^T and
+    O += P V with amx.tile_mulf (tdpbf16ps, f32 accumulation) and the
+    online softmax in vectors with the queries in the lanes, writing the
+    output memref directly. Calls with T_q <= `decode-tokens` keep the op
+    (an scf.if on T_q), for the split-KV decode form. Any other op is left
+    unchanged.
+  }];
+  let options = [
+    Option<"decodeTokens", "decode-tokens", "int64_t", "0",
+           "calls with at most this many queries keep the op">,
+  ];
+  let dependentDialects = ["mlir::amx::AMXDialect",
+                           "mlir::vector::VectorDialect",
+                           "mlir::memref::MemRefDialect",
+                           "mlir::scf::SCFDialect",
+                           "mlir::arith::ArithDialect",
+                           "mlir::math::MathDialect"];
+}
+
 def MhaSplitKvDecode : Pass<"mha-split-kv-decode", "mlir::ModuleOp"> {
   let summary = "Give mha.attention a split-KV form for decode calls";
   let description = [{

@@ -29,7 +29,16 @@ enum class Backend { Halide, Mlir };
 /// machine supports before a backend sees the spec (see resolveHostTarget).
 /// `Neon` is AArch64: Armv8.2-A with Advanced SIMD, FP16 arithmetic and the
 /// dot product (docs/design.md §7, "Targets").
-enum class TargetKind { Host, Avx2, Avx512, Avx512Bf16, Neon, Cuda, OpenCL };
+enum class TargetKind {
+  Host,
+  Avx2,
+  Avx512,
+  Avx512Bf16,
+  Avx512Amx,
+  Neon,
+  Cuda,
+  OpenCL
+};
 
 struct Target {
   TargetKind kind = TargetKind::Host;
@@ -44,8 +53,8 @@ struct Target {
     return kind != TargetKind::Cuda && kind != TargetKind::OpenCL;
   }
   bool isGpu() const { return !isCpu(); }
-  /// Canonical name: host, avx2, avx512, avx512_bf16, neon, cuda_sm86,
-  /// opencl.
+  /// Canonical name: host, avx2, avx512, avx512_bf16, avx512_amx, neon,
+  /// cuda_sm86, opencl.
   std::string str() const;
   bool operator==(const Target &o) const {
     return kind == o.kind && cudaCapability == o.cudaCapability;

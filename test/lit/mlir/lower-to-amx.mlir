@@ -1,0 +1,96 @@
+// mha-lower-to-amx: plain bf16 attention as AMX tile products. Calls of more
+// than decode-tokens queries take one scf.forall over (batch, head, tile of
+// 16 queries): Q^T packed once per tile by 32-bit transposes, S^T = K Q^T
+// with K read in place when the key tile is whole, the online softmax with
+// the queries in the lanes (a bit test for non-finite scores), P transposed
+// to query rows, V pairs interleaved, O += P V accumulated through memory.
+// Other calls, and ops with anything else, keep the mha.attention.
+// RUN: mha-opt %s --mha-lower-to-amx="decode-tokens=1" --canonicalize --cse | FileCheck %s
+
+// CHECK-LABEL: func.func @gqa_causal
+// CHECK-SAME: (%[[Q:.*]]: memref<?x?x4x64xbf16, {{.*}}>, %[[K:.*]]: memref<?x?x2x64xbf16, {{.*}}>, %[[V:.*]]: memref<?x?x2x64xbf16, {{.*}}>, %[[O:.*]]: memref<?x?x4x64xbf16, {{.*}}>)
+// CHECK: %[[TQ:.*]] = memref.dim %[[Q]], %c1
+// CHECK: %[[PREFILL:.*]] = arith.cmpi sgt, %[[TQ]], %c1
+// CHECK: scf.if %[[PREFILL]] {
+// CHECK: %[[NQT:.*]] = arith.ceildivsi %{{.*}}, %c16
+// CHECK: scf.forall (%[[BI:.*]], %[[HI:.*]], %[[QT:.*]]) in (%{{.*}}, 4, %[[NQT]]) {
+// Query head h reads K/V head h / 2.
+// CHECK: %[[G:.*]] = arith.divui %[[HI]], %c2
+// Q^T in the pair-interleaved layout, one 16x16 32-bit transpose per 32
+// channels (dk 64: two).
+// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
+// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
+// The key tiles of 32, carrying (max, sum, rows that saw a non-finite score).
+// CHECK: scf.for %[[J0:.*]] = %c0 to %{{.*}} step %c32 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xi1>) {
+// A whole tile is read in place: [32 keys, token stride] from key J0.
+// CHECK: scf.if %{{.*}} -> (memref<32x?xbf16, strided<[?, 1], offset: ?>>) {
+// CHECK: memref.extract_strided_metadata %[[K]]
+// CHECK: memref.reinterpret_cast %{{.*}} to offset: [%{{.*}}], sizes: [32, %[[TS:.*]]], strides: [%[[TS]], 1]
+// CHECK: } else {
+// CHECK: scf.for
+// CHECK: memref.cast %{{.*}} : memref<32x64xbf16> to memref<32x?xbf16, strided<[?, 1], offset: ?>>
+// S^T = K Q^T: two halves of 16 keys x two 32-channel steps, alternating.
+// CHECK-COUNT-4: amx.tile_mulf %{{.*}} : vector<16x32xbf16>, vector<16x32xbf16>, vector<16x16xf32>
+// CHECK: amx.tile_store %[[ST:.*]][%c0, %c0], %{{.*}} : memref<32x16xf32>, vector<16x16xf32>
+// CHECK: amx.tile_store %[[ST]][%c16, %c0], %{{.*}} : memref<32x16xf32>, vector<16x16xf32>
+// One vector of 16 queries per key: the exponent-bits test, then exp.
+// CHECK: arith.andi %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK: math.exp %{{.*}} : vector<16xf32>
+// P to query rows in bf16.
+// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<16x16xf32> to vector<16x16xf32>
+// CHECK: arith.truncf %{{.*}} : vector<16x16xf32> to vector<16x16xbf16>
+// V with key pairs interleaved per channel.
+// CHECK: vector.interleave %{{.*}}, %{{.*}} : vector<16xbf16> -> vector<32xbf16>
+// The rescale only when some row's maximum moved.
+// CHECK: %[[MOVED:.*]] = vector.reduction <or>, %{{.*}} : vector<16xi1> into i1
+// CHECK: scf.if %[[MOVED]] {
+// O += P V, dv 64 = four accumulator tiles.
+// CHECK: %[[P:.*]] = amx.tile_load %{{.*}}[%c0, %c0] : memref<16x32xbf16> into vector<16x32xbf16>
+// CHECK-COUNT-3: amx.tile_mulf %[[P]], %{{.*}} : vector<16x32xbf16>, vector<16x32xbf16>, vector<16x16xf32>
+// CHECK: amx.tile_store %[[ACC:.*]][%c0, %c0], {{.*}} : memref<16x64xf32>
+// CHECK: amx.tile_mulf %[[P]]
+// CHECK: amx.tile_store %[[ACC]][%c0, %c48]
+// A row that saw a non-finite score is NaN; the rows of the tile in bf16.
+// CHECK: arith.select %{{.*}}, %cst{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
+// CHECK: vector.transfer_write %{{.*}}, %[[O]][%[[BI]], %{{.*}}, %[[HI]], %{{.*}}]
+// CHECK: } else {
+// CHECK: mha.attention
+// CHECK: bufferization.materialize_in_destination %{{.*}} in restrict writable %[[O]]
+func.func @gqa_causal(%q: memref<?x?x4x64xbf16, strided<[?, ?, 64, 1], offset: ?>>, %k: memref<?x?x2x64xbf16, strided<[?, ?, 64, 1], offset: ?>>, %v: memref<?x?x2x64xbf16, strided<[?, ?, 64, 1], offset: ?>>, %o: memref<?x?x4x64xbf16, strided<[?, ?, 64, 1], offset: ?>>) {
+  %qt = bufferization.to_tensor %q restrict : memref<?x?x4x64xbf16, strided<[?, ?, 64, 1], offset: ?>>
+  %kt = bufferization.to_tensor %k restrict : memref<?x?x2x64xbf16, strided<[?, ?, 64, 1], offset: ?>>
+  %vt = bufferization.to_tensor %v restrict : memref<?x?x2x64xbf16, strided<[?, ?, 64, 1], offset: ?>>
+  %ot = bufferization.to_tensor %o restrict writable : memref<?x?x4x64xbf16, strided<[?, ?, 64, 1], offset: ?>>
+  %r = mha.attention ins(%qt, %kt, %vt : tensor<?x?x4x64xbf16>, tensor<?x?x2x64xbf16>, tensor<?x?x2x64xbf16>) outs(%ot : tensor<?x?x4x64xbf16>) {mask = #mha.mask<causal = true, window = 0, padding = false>, num_heads = 4 : i64, num_kv_heads = 2 : i64, scale = 0.125 : f32} -> tensor<?x?x4x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<?x?x4x64xbf16>, memref<?x?x4x64xbf16, strided<[?, ?, 64, 1], offset: ?>>) -> ()
+  return
+}
+
+// dk 80 is not a whole number of 32-channel steps: the op stays.
+// CHECK-LABEL: func.func @dk80
+// CHECK-NOT: amx.
+// CHECK: mha.attention
+func.func @dk80(%q: memref<?x?x2x80xbf16>, %k: memref<?x?x1x80xbf16>, %v: memref<?x?x1x80xbf16>, %o: memref<?x?x2x80xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<?x?x2x80xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<?x?x1x80xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<?x?x1x80xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<?x?x2x80xbf16>
+  %r = mha.attention ins(%qt, %kt, %vt : tensor<?x?x2x80xbf16>, tensor<?x?x1x80xbf16>, tensor<?x?x1x80xbf16>) outs(%ot : tensor<?x?x2x80xbf16>) {mask = #mha.mask<causal = false, window = 0, padding = false>, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.125 : f32} -> tensor<?x?x2x80xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<?x?x2x80xbf16>, memref<?x?x2x80xbf16>) -> ()
+  return
+}
+
+// A score modifier (softcap) is outside the lowering: the op stays.
+// CHECK-LABEL: func.func @softcap
+// CHECK-NOT: amx.
+// CHECK: mha.attention
+func.func @softcap(%q: memref<?x?x2x64xbf16>, %k: memref<?x?x1x64xbf16>, %v: memref<?x?x1x64xbf16>, %o: memref<?x?x2x64xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<?x?x2x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<?x?x1x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<?x?x1x64xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<?x?x2x64xbf16>
+  %r = mha.attention ins(%qt, %kt, %vt : tensor<?x?x2x64xbf16>, tensor<?x?x1x64xbf16>, tensor<?x?x1x64xbf16>) outs(%ot : tensor<?x?x2x64xbf16>) {mask = #mha.mask<causal = true, window = 0, padding = false>, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.125 : f32, softcap = 50.0 : f32} -> tensor<?x?x2x64xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<?x?x2x64xbf16>, memref<?x?x2x64xbf16>) -> ()
+  return
+}
