@@ -87,17 +87,20 @@ TEST(FullyMasked, LayerWithNoVisibleKeyOutputsTheBias) {
   EXPECT_TRUE(c.ok()) << c.maxAbsErr;
 }
 
-TEST(FullyMasked, CausalQueriesBeforeTheFirstKey) {
-  // Tq > Tkv: query i sits at position i + Tkv - Tq < 0 for the first rows,
-  // which see no key at all.
-  const mhagen_kernel *k = kernel("t_sdpa_f32_causal_kv1_dk64");
+namespace {
+
+// Tq > Tkv: query i sits at position i + Tkv - Tq < 0 for the first rows,
+// which see no key at all and output zeros.
+void checkCausalQueriesBeforeTheFirstKey(const char *name) {
+  const mhagen_kernel *k = kernel(name);
   ASSERT_NE(k, nullptr);
   SKIP_UNLESS_USABLE(k);
-  Problem p(specOf(k), {2, 40, 13}, {});
+  const AttentionSpec s = specOf(k);
+  Problem p(s, {2, 40, 13}, {});
   mhagen_call_args a = p.args();
   ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
   std::vector<float> out = p.output();
-  const int64_t width = 4 * 64;
+  const int64_t width = s.h * s.d_v;
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t i = 0; i < 40 - 13; ++i)
       for (int64_t c = 0; c < width; ++c)
@@ -105,11 +108,10 @@ TEST(FullyMasked, CausalQueriesBeforeTheFirstKey) {
   EXPECT_TRUE(p.check({}).ok());
 }
 
-TEST(HugeLogits, NoOverflowAndStillAccurate) {
-  for (const char *name :
-       {"t_sdpa_f32_none_kv4_dk64", "t_sdpa_f32_causal_kv2_dk128",
-        "t_sdpa_f32_window_kv1_dk80", "t_sdpa_bf16_causal_kv2_dk64",
-        "t_layer_f32_causal_kv2_dk64"}) {
+// Logits of 1e4 and 3e3: every output finite and within the tolerance
+// scaled to the logit.
+void checkHugeLogits(std::initializer_list<const char *> names) {
+  for (const char *name : names) {
     const mhagen_kernel *k = kernel(name);
     ASSERT_NE(k, nullptr);
     SKIP_UNLESS_USABLE(k);
@@ -129,6 +131,18 @@ TEST(HugeLogits, NoOverflowAndStillAccurate) {
                           << c.maxAbsErr << " tolerance " << tol.atol;
     }
   }
+}
+
+} // namespace
+
+TEST(FullyMasked, CausalQueriesBeforeTheFirstKey) {
+  checkCausalQueriesBeforeTheFirstKey("t_sdpa_f32_causal_kv1_dk64");
+}
+
+TEST(HugeLogits, NoOverflowAndStillAccurate) {
+  checkHugeLogits({"t_sdpa_f32_none_kv4_dk64", "t_sdpa_f32_causal_kv2_dk128",
+                   "t_sdpa_f32_window_kv1_dk80", "t_sdpa_bf16_causal_kv2_dk64",
+                   "t_layer_f32_causal_kv2_dk64"});
 }
 
 // Score modifiers (test/numeric/CMakeLists.txt, group "modifiers_split"):
@@ -581,77 +595,44 @@ TEST(Amx, PaddedKvCacheGivesTheSameBits) {
   const mhagen_kernel *k = kernel("t_sdpa_bf16_causal_kv2_dk64");
   ASSERT_NE(k, nullptr);
   SKIP_UNLESS_USABLE(k);
-  AttentionSpec s = specOf(k);
-  const int64_t B = 2, T = 77, kv = s.n_kv, dk = s.d_k, dv = s.d_v;
+  const AttentionSpec s = specOf(k);
+  const int64_t B = 2, T = 77, cap = T + 9;
   Problem p(s, {B, T, T}, {});
-  mhagen_call_args dense = p.args();
-  ASSERT_EQ(mhagen_call(k, &dense), MHAGEN_OK) << mhagen_last_error();
-  std::vector<float> want = p.output();
-
-  // K and V rows with 24 spare elements each, in a cache of T + 9 tokens.
-  const int64_t kRow = kv * dk + 24, vRow = kv * dv + 24, cap = T + 9;
-  std::vector<uint16_t> kc(static_cast<size_t>(B * cap * kRow), 0x7fc0);
-  std::vector<uint16_t> vc(static_cast<size_t>(B * cap * vRow), 0x7fc0);
-  const auto *k0 = static_cast<const uint16_t *>(dense.k);
-  const auto *v0 = static_cast<const uint16_t *>(dense.v);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      std::memcpy(&kc[(b * cap + t) * kRow], k0 + (b * T + t) * kv * dk,
-                  kv * dk * 2);
-      std::memcpy(&vc[(b * cap + t) * vRow], v0 + (b * T + t) * kv * dv,
-                  kv * dv * 2);
-    }
-  mhagen_call_args a = dense;
+  mhagen_call_args a = p.args();
+  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
+  const std::vector<float> want = p.output();
+  // Each token's `width` bf16 values at the start of a row of width + 24
+  // (the rest NaN), in a cache of `cap` tokens per sequence.
+  auto padded = [&](const void *dense, int64_t width) {
+    const auto *from = static_cast<const uint16_t *>(dense);
+    std::vector<uint16_t> cache(static_cast<size_t>(B * cap * (width + 24)),
+                                0x7fc0);
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < T; ++t)
+        std::memcpy(&cache[(b * cap + t) * (width + 24)],
+                    from + (b * T + t) * width, width * 2);
+    return cache;
+  };
+  std::vector<uint16_t> kc = padded(a.k, s.n_kv * s.d_k);
+  std::vector<uint16_t> vc = padded(a.v, s.n_kv * s.d_v);
   a.k = kc.data();
   a.v = vc.data();
-  a.k_token_stride = kRow;
-  a.v_token_stride = vRow;
-  a.k_batch_stride = cap * kRow;
-  a.v_batch_stride = cap * vRow;
+  a.k_token_stride = s.n_kv * s.d_k + 24;
+  a.v_token_stride = s.n_kv * s.d_v + 24;
+  a.k_batch_stride = cap * a.k_token_stride;
+  a.v_batch_stride = cap * a.v_token_stride;
   ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
   EXPECT_EQ(p.output(), want) << "the spare elements (NaN) or the layout "
                                  "reached the result";
 }
 
 TEST(Amx, CausalQueriesBeforeTheFirstKeyAreZero) {
-  const mhagen_kernel *k = kernel("t_sdpa_bf16_causal_kv2_dk64");
-  ASSERT_NE(k, nullptr);
-  SKIP_UNLESS_USABLE(k);
-  Problem p(specOf(k), {2, 40, 13}, {});
-  mhagen_call_args a = p.args();
-  ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
-  std::vector<float> out = p.output();
-  const int64_t width = 4 * 64;
-  for (int64_t b = 0; b < 2; ++b)
-    for (int64_t i = 0; i < 40 - 13; ++i)
-      for (int64_t c = 0; c < width; ++c)
-        ASSERT_EQ(out[(b * 40 + i) * width + c], 0.0f);
-  EXPECT_TRUE(p.check({}).ok());
+  checkCausalQueriesBeforeTheFirstKey("t_sdpa_bf16_causal_kv2_dk64");
 }
 
 TEST(Amx, HugeLogitsStayFiniteAndAccurate) {
-  for (const char *name :
-       {"t_sdpa_bf16_causal_kv2_dk64", "t_sdpa_bf16_none_kv2_dk128",
-        "t_sdpa_bf16_window_kv1_dk128"}) {
-    const mhagen_kernel *k = kernel(name);
-    ASSERT_NE(k, nullptr);
-    SKIP_UNLESS_USABLE(k);
-    AttentionSpec s = specOf(k);
-    for (double logit : {1e4, 3e3}) {
-      ProblemOptions po;
-      po.logitMagnitude = logit;
-      Problem p(s, {2, 70, 70}, po);
-      mhagen_call_args a = p.args();
-      ASSERT_EQ(mhagen_call(k, &a), MHAGEN_OK) << mhagen_last_error();
-      std::vector<float> got = p.output();
-      for (float x : got)
-        ASSERT_TRUE(std::isfinite(x)) << name << " logit " << logit;
-      Tolerance tol = logitScaledTolerance(s.dtype, s.op, logit, s.d_k);
-      Comparison c = compareToReference(got, p.reference({}), tol);
-      EXPECT_TRUE(c.ok()) << name << " logit " << logit << ": max |err| "
-                          << c.maxAbsErr << " tolerance " << tol.atol;
-    }
-  }
+  checkHugeLogits({"t_sdpa_bf16_causal_kv2_dk64", "t_sdpa_bf16_none_kv2_dk128",
+                   "t_sdpa_bf16_window_kv1_dk128"});
 }
 
 // An int8 K/V cache with spare capacity: K/V and their scales are read in

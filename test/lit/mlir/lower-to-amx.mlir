@@ -1,9 +1,10 @@
 // mha-lower-to-amx: plain bf16 attention as AMX tile products. Calls of more
 // than decode-tokens queries take one scf.forall over (batch, head, tile of
-// 16 queries): Q^T packed once per tile by 32-bit transposes, S^T = K Q^T
-// with K read in place when the key tile is whole, the online softmax with
-// the queries in the lanes (a bit test for non-finite scores), P transposed
-// to query rows, V pairs interleaved, O += P V accumulated through memory.
+// 32 queries in two row blocks of 16): Q^T packed once per block by 32-bit
+// transposes, S^T = K Q^T with K read in place when the key tile is whole,
+// the online softmax with the queries in the lanes (a bit test for
+// non-finite scores), P transposed to query rows, V pairs interleaved once
+// for both blocks, O += P V accumulated through memory.
 // Other calls, and ops with anything else, keep the mha.attention.
 // RUN: mha-opt %s --mha-lower-to-amx="decode-tokens=1" --canonicalize --cse | FileCheck %s
 
@@ -12,16 +13,16 @@
 // CHECK: %[[TQ:.*]] = memref.dim %[[Q]], %c1
 // CHECK: %[[PREFILL:.*]] = arith.cmpi sgt, %[[TQ]], %c1
 // CHECK: scf.if %[[PREFILL]] {
-// CHECK: %[[NQT:.*]] = arith.ceildivsi %{{.*}}, %c16
+// CHECK: %[[NQT:.*]] = arith.ceildivsi %{{.*}}, %c32
 // CHECK: scf.forall (%[[BI:.*]], %[[HI:.*]], %[[QT:.*]]) in (%{{.*}}, 4, %[[NQT]]) {
 // Query head h reads K/V head h / 2.
 // CHECK: %[[G:.*]] = arith.divui %[[HI]], %c2
 // Q^T in the pair-interleaved layout, one 16x16 32-bit transpose per 32
-// channels (dk 64: two).
-// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
-// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
-// The key tiles of 32, carrying (max, sum, rows that saw a non-finite score).
-// CHECK: scf.for %[[J0:.*]] = %c0 to %{{.*}} step %c32 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xi1>) {
+// channels and row block (dk 64: two each).
+// CHECK-COUNT-4: vector.transpose %{{.*}}, [1, 0] : vector<16x16xi32> to vector<16x16xi32>
+// The key tiles of 32, carrying per row block (max, sum, rows that saw a
+// non-finite score).
+// CHECK: scf.for %[[J0:.*]] = %c0 to %{{.*}} step %c32 iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xi1>, vector<16xf32>, vector<16xf32>, vector<16xi1>) {
 // A whole tile is read in place: [32 keys, token stride] from key J0.
 // CHECK: scf.if %{{.*}} -> (memref<32x?xbf16, strided<[?, 1], offset: ?>>) {
 // CHECK: memref.extract_strided_metadata %[[K]]
@@ -29,10 +30,13 @@
 // CHECK: } else {
 // CHECK: scf.for
 // CHECK: memref.cast %{{.*}} : memref<32x64xbf16> to memref<32x?xbf16, strided<[?, 1], offset: ?>>
-// S^T = K Q^T: two halves of 16 keys x two 32-channel steps, alternating.
-// CHECK-COUNT-4: amx.tile_mulf %{{.*}} : vector<16x32xbf16>, vector<16x32xbf16>, vector<16x16xf32>
-// CHECK: amx.tile_store %[[ST:.*]][%c0, %c0], %{{.*}} : memref<32x16xf32>, vector<16x16xf32>
-// CHECK: amx.tile_store %[[ST]][%c16, %c0], %{{.*}} : memref<32x16xf32>, vector<16x16xf32>
+// S^T = K Q^T: two 32-channel steps x two halves of 16 keys x two row
+// blocks, into four accumulators.
+// CHECK-COUNT-8: amx.tile_mulf %{{.*}} : vector<16x32xbf16>, vector<16x32xbf16>, vector<16x16xf32>
+// CHECK: amx.tile_store %[[ST:.*]][%c0, %c0, %c0], %{{.*}} : memref<2x32x16xf32>, vector<16x16xf32>
+// CHECK: amx.tile_store %[[ST]][%c1, %c0, %c0]
+// CHECK: amx.tile_store %[[ST]][%c0, %c16, %c0]
+// CHECK: amx.tile_store %[[ST]][%c1, %c16, %c0]
 // One vector of 16 queries per key: the exponent-bits test, then exp.
 // CHECK: arith.andi %{{.*}}, %{{.*}} : vector<16xi32>
 // CHECK: math.exp %{{.*}} : vector<16xf32>
@@ -41,15 +45,20 @@
 // CHECK: arith.truncf %{{.*}} : vector<16x16xf32> to vector<16x16xbf16>
 // V with key pairs interleaved per channel.
 // CHECK: vector.interleave %{{.*}}, %{{.*}} : vector<16xbf16> -> vector<32xbf16>
-// The rescale only when some row's maximum moved.
+// The rescale only when some row's maximum moved, per block.
 // CHECK: %[[MOVED:.*]] = vector.reduction <or>, %{{.*}} : vector<16xi1> into i1
 // CHECK: scf.if %[[MOVED]] {
-// O += P V, dv 64 = four accumulator tiles.
-// CHECK: %[[P:.*]] = amx.tile_load %{{.*}}[%c0, %c0] : memref<16x32xbf16> into vector<16x32xbf16>
-// CHECK-COUNT-3: amx.tile_mulf %[[P]], %{{.*}} : vector<16x32xbf16>, vector<16x32xbf16>, vector<16x16xf32>
-// CHECK: amx.tile_store %[[ACC:.*]][%c0, %c0], {{.*}} : memref<16x64xf32>
-// CHECK: amx.tile_mulf %[[P]]
-// CHECK: amx.tile_store %[[ACC]][%c0, %c48]
+// CHECK: vector.reduction <or>
+// O += P V, dv 64 = four accumulator tiles per block, each V tile loaded
+// once for both blocks' P.
+// CHECK: %[[P0:.*]] = amx.tile_load %[[PB:.*]][%c0, %c0, %c0] : memref<2x16x32xbf16> into vector<16x32xbf16>
+// CHECK: %[[P1:.*]] = amx.tile_load %[[PB]][%c1, %c0, %c0] : memref<2x16x32xbf16> into vector<16x32xbf16>
+// CHECK: %[[V0:.*]] = amx.tile_load %{{.*}}[%c0, %c0, %c0] : memref<4x16x32xbf16> into vector<16x32xbf16>
+// CHECK: amx.tile_mulf %[[P0]], %[[V0]], %{{.*}}
+// CHECK: amx.tile_mulf %[[P1]], %[[V0]], %{{.*}}
+// CHECK: amx.tile_store %[[ACC:.*]][%c0, %c0, %c0], {{.*}} : memref<2x16x64xf32>
+// CHECK: amx.tile_store %[[ACC]][%c1, %c0, %c0]
+// CHECK: amx.tile_store %[[ACC]][%c1, %c0, %c48]
 // A row that saw a non-finite score is NaN; the rows of the tile in bf16.
 // CHECK: arith.select %{{.*}}, %cst{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
 // CHECK: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>

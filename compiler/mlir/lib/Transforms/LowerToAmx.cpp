@@ -41,6 +41,9 @@ constexpr int64_t kRows = 16;    // queries or keys per tile
 constexpr int64_t kDepth = 32;   // bf16 elements of the product's depth
 constexpr int64_t kKeyTile = 32; // keys per step of the online softmax
 constexpr int64_t kOutCols = 16; // f32 columns of an accumulator tile
+// Query row blocks of 16 per task: each key tile's K rows and V pairs serve
+// both, and both blocks' accumulators fit the tile registers beside P, V.
+constexpr int64_t kBlocks = 2;
 
 /// The memrefs the op reads and writes, when it is the plain bf16
 /// attention this lowering covers: its operands come straight from the
@@ -108,7 +111,7 @@ public:
     tq = b.create<memref::DimOp>(m.q, 1);
     tkv = b.create<memref::DimOp>(m.k, 1);
     offset = b.create<arith::SubIOp>(tkv, tq);
-    Value queryTiles = ceilDiv(tq, kRows);
+    Value queryTiles = ceilDiv(tq, kBlocks * kRows);
     SmallVector<OpFoldResult> ubs = {batch, b.getIndexAttr(heads), queryTiles};
     auto forall = b.create<scf::ForallOp>(ubs, ValueRange{}, std::nullopt);
     OpBuilder::InsertionGuard guard(b);
@@ -202,18 +205,19 @@ private:
 
   /// Q^T of the tile in the pair-interleaved layout, one [16 channel pairs,
   /// 16 queries x 2] block per 32 channels: a 32-bit transpose of the rows.
-  void packQueries() {
+  void packQueries(int64_t blk) {
+    Value qb = add(q0, blk * kRows);
     for (int64_t c = 0; c < dk / kDepth; ++c) {
       Value tile = b.create<arith::ConstantOp>(DenseElementsAttr::get(
           vec({kRows, kDepth}, bf16), b.getZeroAttr(bf16)));
       for (int64_t i = 0; i < kRows; ++i) {
-        Value row = rowOrZero(m.q, add(q0, i), tq, head, c * kDepth, kDepth);
+        Value row = rowOrZero(m.q, add(qb, i), tq, head, c * kDepth, kDepth);
         tile = b.create<vector::InsertOp>(row, tile, i);
       }
       Value words = b.create<vector::BitCastOp>(vec({kRows, kRows}, i32), tile);
       Value t = b.create<vector::TransposeOp>(words, ArrayRef<int64_t>{1, 0});
       write(b.create<vector::BitCastOp>(vec({kRows, kDepth}, bf16), t), qPack,
-            {idx(c), idx(0), idx(0)});
+            {idx(blk), idx(c), idx(0), idx(0)});
     }
   }
 
@@ -275,28 +279,33 @@ private:
     return choice.getResult(0);
   }
 
-  /// S^T = K Q^T for the tile's 32 keys, into scoresT [32 keys, 16 queries].
-  /// The two halves' products alternate so that neither waits on the
-  /// latency of its own accumulator.
+  /// S^T = K Q^T for the tile's 32 keys and each row block, into
+  /// scoresT [block, 32 keys, 16 queries]. The four products of a step
+  /// (two halves of keys x two row blocks) go to four accumulators, so
+  /// none waits on the latency of its own.
   void scores(Value keys) {
     auto aType = vec({kRows, kDepth}, bf16);
     auto cType = vec({kRows, kOutCols}, f32);
     const int64_t halves = kKeyTile / kRows;
     SmallVector<Value> c;
-    for (int64_t half = 0; half < halves; ++half)
+    for (int64_t i = 0; i < halves * kBlocks; ++i)
       c.push_back(b.create<amx::TileZeroOp>(cType));
-    for (int64_t ch = 0; ch < dk / kDepth; ++ch) {
-      Value qt = b.create<amx::TileLoadOp>(aType, qPack,
-                                           ValueRange{idx(ch), idx(0), idx(0)});
+    for (int64_t ch = 0; ch < dk / kDepth; ++ch)
       for (int64_t half = 0; half < halves; ++half) {
         Value a = b.create<amx::TileLoadOp>(
             aType, keys, ValueRange{idx(half * kRows), idx(ch * kDepth)});
-        c[half] = b.create<amx::TileMulFOp>(cType, a, qt, c[half]);
+        for (int64_t blk = 0; blk < kBlocks; ++blk) {
+          Value qt = b.create<amx::TileLoadOp>(
+              aType, qPack, ValueRange{idx(blk), idx(ch), idx(0), idx(0)});
+          Value &cc = c[half * kBlocks + blk];
+          cc = b.create<amx::TileMulFOp>(cType, a, qt, cc);
+        }
       }
-    }
     for (int64_t half = 0; half < halves; ++half)
-      b.create<amx::TileStoreOp>(scoresT, ValueRange{idx(half * kRows), idx(0)},
-                                 c[half]);
+      for (int64_t blk = 0; blk < kBlocks; ++blk)
+        b.create<amx::TileStoreOp>(
+            scoresT, ValueRange{idx(blk), idx(half * kRows), idx(0)},
+            c[half * kBlocks + blk]);
   }
 
   /// The online softmax of one key tile with the queries in the lanes;
@@ -304,8 +313,8 @@ private:
   /// and each query's rescale factor in `rowScale`.
   /// `poisoned` holds the lanes that have seen a non-finite score; the
   /// tile's are added to it.
-  std::pair<Value, Value> softmax(Value j0, Value runMax, Value runSum,
-                                  Value &poisoned) {
+  std::pair<Value, Value> softmax(int64_t blk, Value j0, Value runMax,
+                                  Value runSum, Value &poisoned) {
     auto fv = vec({kRows}, f32);
     auto iv = vec({kRows}, i32);
     MaskAttr mask = op.getMask();
@@ -316,7 +325,8 @@ private:
       lanes.push_back(i);
     Value lane = b.create<arith::ConstantOp>(
         DenseElementsAttr::get(iv, ArrayRef<int32_t>(lanes)));
-    Value first = b.create<arith::IndexCastOp>(i32, add(q0, offset));
+    Value first =
+        b.create<arith::IndexCastOp>(i32, add(add(q0, blk * kRows), offset));
     Value pos =
         b.create<arith::AddIOp>(lane, b.create<vector::BroadcastOp>(iv, first));
     Value scale = splat(f32, op.getScale().convertToFloat());
@@ -331,8 +341,8 @@ private:
     Value newMax = runMax;
     Value tkv32 = b.create<arith::IndexCastOp>(i32, tkv);
     for (int64_t r = 0; r < kKeyTile; ++r) {
-      Value x =
-          b.create<arith::MulFOp>(read(fv, scoresT, {idx(r), idx(0)}), scale);
+      Value x = b.create<arith::MulFOp>(
+          read(fv, scoresT, {idx(blk), idx(r), idx(0)}), scale);
       Value j = keyIndex(r);
       Value jv = b.create<vector::BroadcastOp>(iv, j);
       Value inKeys =
@@ -380,63 +390,65 @@ private:
           read(vec({kRows, kRows}, f32), probsT, {idx(half * kRows), idx(0)});
       Value t = b.create<vector::TransposeOp>(block, ArrayRef<int64_t>{1, 0});
       write(b.create<arith::TruncFOp>(vec({kRows, kRows}, bf16), t), probs,
-            {idx(0), idx(half * kRows)});
+            {idx(blk), idx(0), idx(half * kRows)});
     }
-    write(alpha, rowScale, {idx(0)});
+    write(alpha, rowScale, {idx(blk), idx(0)});
     Value newSum =
         b.create<arith::AddFOp>(b.create<arith::MulFOp>(runSum, alpha), sum);
     return {newMax, newSum};
   }
 
   /// Each accumulator row times a per-query factor from `factors`.
-  void scaleRows(Value factors, Value rows,
+  void scaleRows(int64_t blk, Value rows,
                  function_ref<void(Value i, Value f)> each) {
     forEach(idx(0), rows, 1, [&](Value i) {
-      each(i, b.create<vector::BroadcastOp>(
-                  vec({kOutCols}, f32), b.create<memref::LoadOp>(factors, i)));
+      Value f = b.create<memref::LoadOp>(rowScale, ValueRange{idx(blk), i});
+      each(i, b.create<vector::BroadcastOp>(vec({kOutCols}, f32), f));
     });
   }
 
-  /// O = O * alpha + P V.
+  /// O = O * alpha + P V for each row block.
   void accumulate() {
     auto fv = vec({kOutCols}, f32);
-    // Once a row's maximum has settled its factor is exactly 1, and the
-    // pass over the accumulator is skipped (the usual case after the first
-    // key tiles).
-    Value alpha = read(vec({kRows}, f32), rowScale, {idx(0)});
-    Value below = b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, alpha,
-                                          splat(f32, 1.0));
-    Value any = b.create<vector::ReductionOp>(vector::CombiningKind::OR, below);
-    auto rescale = b.create<scf::IfOp>(any, /*withElseRegion=*/false);
-    {
+    for (int64_t blk = 0; blk < kBlocks; ++blk) {
+      // Once a row's maximum has settled its factor is exactly 1, and the
+      // pass over the accumulator is skipped (the usual case after the
+      // first key tiles).
+      Value alpha = read(vec({kRows}, f32), rowScale, {idx(blk), idx(0)});
+      Value below = b.create<arith::CmpFOp>(arith::CmpFPredicate::OLT, alpha,
+                                            splat(f32, 1.0));
+      Value any =
+          b.create<vector::ReductionOp>(vector::CombiningKind::OR, below);
+      auto rescale = b.create<scf::IfOp>(any, /*withElseRegion=*/false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPoint(rescale.thenBlock()->getTerminator());
-      scaleRows(rowScale, idx(kRows), [&](Value i, Value f) {
+      scaleRows(blk, idx(kRows), [&](Value i, Value f) {
         for (int64_t n = 0; n < dv; n += kOutCols)
-          write(b.create<arith::MulFOp>(read(fv, acc, {i, idx(n)}), f), acc,
-                {i, idx(n)});
+          write(
+              b.create<arith::MulFOp>(read(fv, acc, {idx(blk), i, idx(n)}), f),
+              acc, {idx(blk), i, idx(n)});
       });
     }
+    // Per 16 channels: one V tile for both blocks' P (P0, P1, V and two
+    // accumulators: 5 of the 8 tile registers).
     auto aType = vec({kRows, kDepth}, bf16);
     auto cType = vec({kRows, kOutCols}, f32);
-    Value p =
-        b.create<amx::TileLoadOp>(aType, probs, ValueRange{idx(0), idx(0)});
-    // Three accumulators in flight (P, 3 x (C, V) fill 7 of the 8 tile
-    // registers): each product's load and store overlap the others'.
-    const int64_t blocks = dv / kOutCols, inFlight = 3;
-    for (int64_t n0 = 0; n0 < blocks; n0 += inFlight) {
+    SmallVector<Value> p;
+    for (int64_t blk = 0; blk < kBlocks; ++blk)
+      p.push_back(b.create<amx::TileLoadOp>(
+          aType, probs, ValueRange{idx(blk), idx(0), idx(0)}));
+    for (int64_t n = 0; n < dv / kOutCols; ++n) {
+      Value vt = b.create<amx::TileLoadOp>(aType, vPack,
+                                           ValueRange{idx(n), idx(0), idx(0)});
       SmallVector<Value> c;
-      const int64_t n1 = std::min(blocks, n0 + inFlight);
-      for (int64_t n = n0; n < n1; ++n) {
-        Value vt = b.create<amx::TileLoadOp>(
-            aType, vPack, ValueRange{idx(n), idx(0), idx(0)});
+      for (int64_t blk = 0; blk < kBlocks; ++blk) {
         Value cn = b.create<amx::TileLoadOp>(
-            cType, acc, ValueRange{idx(0), idx(n * kOutCols)});
-        c.push_back(b.create<amx::TileMulFOp>(cType, p, vt, cn));
+            cType, acc, ValueRange{idx(blk), idx(0), idx(n * kOutCols)});
+        c.push_back(b.create<amx::TileMulFOp>(cType, p[blk], vt, cn));
       }
-      for (int64_t n = n0; n < n1; ++n)
-        b.create<amx::TileStoreOp>(acc, ValueRange{idx(0), idx(n * kOutCols)},
-                                   c[n - n0]);
+      for (int64_t blk = 0; blk < kBlocks; ++blk)
+        b.create<amx::TileStoreOp>(
+            acc, ValueRange{idx(blk), idx(0), idx(n * kOutCols)}, c[blk]);
     }
   }
 
@@ -444,19 +456,21 @@ private:
     batchIv = bi;
     head = hi;
     kvHead = b.create<arith::DivUIOp>(hi, idx(group));
-    q0 = b.create<arith::MulIOp>(qt, idx(kRows));
-    qPack = stack({dk / kDepth, kRows, kDepth}, bf16);
+    q0 = b.create<arith::MulIOp>(qt, idx(kBlocks * kRows));
+    qPack = stack({kBlocks, dk / kDepth, kRows, kDepth}, bf16);
     keyRows = stack({kKeyTile, dk}, bf16);
-    scoresT = stack({kKeyTile, kRows}, f32);
+    scoresT = stack({kBlocks, kKeyTile, kRows}, f32);
     probsT = stack({kKeyTile, kRows}, f32);
-    probs = stack({kRows, kKeyTile}, bf16);
+    probs = stack({kBlocks, kRows, kKeyTile}, bf16);
     vPack = stack({dv / kOutCols, kKeyTile / 2, kOutCols * 2}, bf16);
-    acc = stack({kRows, dv}, f32);
-    rowScale = stack({kRows}, f32);
-    packQueries();
-    for (int64_t i = 0; i < kRows; ++i)
-      for (int64_t n = 0; n < dv; n += kOutCols)
-        write(splat(f32, 0.0), acc, {idx(i), idx(n)});
+    acc = stack({kBlocks, kRows, dv}, f32);
+    rowScale = stack({kBlocks, kRows}, f32);
+    for (int64_t blk = 0; blk < kBlocks; ++blk) {
+      packQueries(blk);
+      for (int64_t i = 0; i < kRows; ++i)
+        for (int64_t n = 0; n < dv; n += kOutCols)
+          write(splat(f32, 0.0), acc, {idx(blk), idx(i), idx(n)});
+    }
 
     // The keys the tile's queries may see: all, or up to the last query's
     // position (causal), from the first query's window start.
@@ -464,7 +478,7 @@ private:
     Value keyEnd = tkv;
     Value keyBegin = idx(0);
     if (mask.getCausal() || mask.getWindow() > 0) {
-      Value last = add(add(q0, offset), kRows);
+      Value last = add(add(q0, offset), kBlocks * kRows);
       keyEnd = maxIdx(minIdx(last, tkv), idx(0));
     }
     if (mask.getWindow() > 0) {
@@ -473,40 +487,53 @@ private:
           b.create<arith::DivSIOp>(maxIdx(first, idx(0)), idx(kKeyTile)),
           idx(kKeyTile));
     }
+    // Per row block: the running max, the running sum and the rows that
+    // saw a non-finite score.
     Value clean = b.create<arith::ConstantOp>(
         DenseElementsAttr::get(vec({kRows}, b.getI1Type()), false));
-    SmallVector<Value> init = {splat(f32, kLowestScore), splat(f32, 0.0),
-                               clean};
+    SmallVector<Value> init;
+    for (int64_t blk = 0; blk < kBlocks; ++blk)
+      init.append({splat(f32, kLowestScore), splat(f32, 0.0), clean});
     scf::ForOp loop =
         forLoop(keyBegin, keyEnd, idx(kKeyTile), init,
                 [&](Value j0, ValueRange state) -> SmallVector<Value> {
                   scores(keySource(j0));
-                  Value poisoned = state[2];
-                  auto [newMax, newSum] =
-                      softmax(j0, state[0], state[1], poisoned);
+                  SmallVector<Value> next;
+                  for (int64_t blk = 0; blk < kBlocks; ++blk) {
+                    Value poisoned = state[3 * blk + 2];
+                    auto [newMax, newSum] = softmax(
+                        blk, j0, state[3 * blk], state[3 * blk + 1], poisoned);
+                    next.append({newMax, newSum, poisoned});
+                  }
                   packValues(j0);
                   accumulate();
-                  return {newMax, newSum, poisoned};
+                  return next;
                 });
 
-    // O / sum in bf16; a row that saw no key (sum 0) is zero.
-    Value sum = loop.getResult(1);
-    Value seen = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, sum,
-                                         splat(f32, kTinySum));
-    Value inv = b.create<arith::SelectOp>(
-        seen, b.create<arith::DivFOp>(splat(f32, 1.0), sum), splat(f32, 0.0));
-    inv = b.create<arith::SelectOp>(loop.getResult(2), splat(f32, std::nan("")),
-                                    inv);
-    write(inv, rowScale, {idx(0)});
-    Value rows = minIdx(b.create<arith::SubIOp>(tq, q0), idx(kRows));
+    // O / sum in bf16; a row that saw no key (sum 0) is zero, one that saw
+    // a non-finite score NaN.
     auto ov = vec({kOutCols}, f32);
-    scaleRows(rowScale, rows, [&](Value i, Value f) {
-      for (int64_t n = 0; n < dv; n += kOutCols) {
-        Value o = b.create<arith::MulFOp>(read(ov, acc, {i, idx(n)}), f);
-        write(b.create<arith::TruncFOp>(vec({kOutCols}, bf16), o), m.out,
-              {batchIv, add(q0, i), head, idx(n)});
-      }
-    });
+    for (int64_t blk = 0; blk < kBlocks; ++blk) {
+      Value sum = loop.getResult(3 * blk + 1);
+      Value seen = b.create<arith::CmpFOp>(arith::CmpFPredicate::OGT, sum,
+                                           splat(f32, kTinySum));
+      Value inv = b.create<arith::SelectOp>(
+          seen, b.create<arith::DivFOp>(splat(f32, 1.0), sum), splat(f32, 0.0));
+      inv = b.create<arith::SelectOp>(loop.getResult(3 * blk + 2),
+                                      splat(f32, std::nan("")), inv);
+      write(inv, rowScale, {idx(blk), idx(0)});
+      Value qb = add(q0, blk * kRows);
+      Value rows =
+          maxIdx(minIdx(b.create<arith::SubIOp>(tq, qb), idx(kRows)), idx(0));
+      scaleRows(blk, rows, [&](Value i, Value f) {
+        for (int64_t n = 0; n < dv; n += kOutCols) {
+          Value o =
+              b.create<arith::MulFOp>(read(ov, acc, {idx(blk), i, idx(n)}), f);
+          write(b.create<arith::TruncFOp>(vec({kOutCols}, bf16), o), m.out,
+                {batchIv, add(qb, i), head, idx(n)});
+        }
+      });
+    }
   }
 };
 
