@@ -875,8 +875,8 @@ SpecField lseField() {
 SpecField targetField() {
   SpecField f;
   f.name = "target";
-  f.values = "`host`, `avx2`, `avx512`, `avx512_bf16`, `neon`, `cuda`, "
-             "`cuda_smXX`, `opencl`";
+  f.values = "`host`, `avx2`, `avx512`, `avx512_bf16`, `avx512_amx`, `neon`, "
+             "`cuda`, `cuda_smXX`, `opencl`";
   f.defaultText = "`host`";
   f.meaning = "where the kernel runs (`host` = the best this CPU supports)";
   f.flag = "--target";
