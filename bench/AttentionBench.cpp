@@ -44,6 +44,7 @@ namespace {
 
 std::map<int, double> gPeak;    // threads -> f32 FMA GFLOP/s
 std::map<int, double> gBf16Dot; // threads -> vdpbf16ps GFLOP/s (0: none)
+std::map<int, double> gAmxBf16; // threads -> AMX tdpbf16ps GFLOP/s (0: none)
 
 // ---- cases -----------------------------------------------------------------
 
@@ -158,6 +159,12 @@ void timeLoop(benchmark::State &state, const AttentionSpec &spec,
   state.counters["gflops_useful"] = useful * iters / total / 1e9;
   state.counters["pct_fma_peak"] =
       100.0 * (useful * iters / total / 1e9) / gPeak[threads];
+  // A bf16 kernel against the fastest unit that takes bf16 here (the FMA
+  // figure flatters a kernel on tiles: an AMX S1 reads over 100 % of it).
+  if (spec.dtype == DType::BF16)
+    state.counters["pct_bf16_peak"] =
+        100.0 * (useful * iters / total / 1e9) /
+        bf16Peak(gPeak[threads], gBf16Dot[threads], gAmxBf16[threads]);
   state.counters["ms"] = 1e3 * total / iters;
   // K and V as stored, read once: the floor a decode step cannot beat
   // (the keys past a sequence's length are never read).
@@ -551,12 +558,14 @@ int main(int argc, char **argv) {
   for (int t : {1, 2}) {
     gPeak[t] = measureFmaPeak(t);
     gBf16Dot[t] = measureBf16DotPeak(t);
+    gAmxBf16[t] = measureAmxBf16Peak(t);
     gTriad[t] = measureTriad(t);
     // A compute peak that does not scale would inflate every "% of peak"
     // at this thread count: say so on stderr, beside the figures.
     for (const std::string &w :
          {scalingWarning("f32 FMA GFLOP/s", gPeak[1], gPeak[t], t),
-          scalingWarning("bf16 dot GFLOP/s", gBf16Dot[1], gBf16Dot[t], t)})
+          scalingWarning("bf16 dot GFLOP/s", gBf16Dot[1], gBf16Dot[t], t),
+          scalingWarning("AMX bf16 GFLOP/s", gAmxBf16[1], gAmxBf16[t], t)})
       if (!w.empty())
         std::fprintf(stderr, "warning: %s\n", w.c_str());
     const std::string suffix = "/threads:" + std::to_string(t);
@@ -567,6 +576,11 @@ int main(int argc, char **argv) {
     if (gBf16Dot[t] > 0)
       benchmark::RegisterBenchmark(("Peak/dpbf16" + suffix).c_str(),
                                    machineFigureBench, "gflops", &gBf16Dot, t)
+          ->UseManualTime()
+          ->Iterations(1);
+    if (gAmxBf16[t] > 0)
+      benchmark::RegisterBenchmark(("Peak/amx_bf16" + suffix).c_str(),
+                                   machineFigureBench, "gflops", &gAmxBf16, t)
           ->UseManualTime()
           ->Iterations(1);
     benchmark::RegisterBenchmark(("Peak/triad" + suffix).c_str(),

@@ -5,11 +5,16 @@
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -123,6 +128,60 @@ __attribute__((target("avx512f,avx512bf16"))) double bf16DotLoop(long iters) {
   return static_cast<double>(iters) * 16 * 64;
 }
 
+// The tile configuration tdpbf16ps reads (Intel SDM, LDTILECFG): palette
+// 1, every tile 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t startRow = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytesPerRow[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// tdpbf16ps: C[16x16 f32] += A[16x32 bf16] B[32x16 bf16], 16384 FLOPs per
+// instruction. Four accumulators (tiles 0-3) cover its latency; A and B
+// (tiles 4, 5) stay loaded, so the loop times the unit, not the loads.
+__attribute__((target("amx-tile,amx-bf16"))) double amxBf16Loop(long iters) {
+  TileConfig config;
+  for (int t = 0; t < 6; ++t) {
+    config.bytesPerRow[t] = 64;
+    config.rows[t] = 16;
+  }
+  _tile_loadconfig(&config);
+  alignas(64) uint16_t a[16 * 32], b[16 * 32];
+  std::fill(std::begin(a), std::end(a), uint16_t(0x3f80)); // bf16 1.0
+  std::fill(std::begin(b), std::end(b), uint16_t(0x3380)); // bf16 ~6e-8
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, b, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (long n = 0; n < iters; ++n) {
+    _tile_dpbf16ps(0, 4, 5);
+    _tile_dpbf16ps(1, 4, 5);
+    _tile_dpbf16ps(2, 4, 5);
+    _tile_dpbf16ps(3, 4, 5);
+  }
+  alignas(64) float c[16 * 16];
+  _tile_stored(0, c, 64);
+  _tile_release();
+  benchmark::DoNotOptimize(c[0]);
+  return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
+}
+
+// Linux hands a process the AMX tile state only when asked (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XTILEDATA), as the runtime does before a kernel
+// that uses tiles.
+bool amxPermitted() {
+#if defined(__x86_64__) && defined(__linux__)
+  const long archReqXcompPerm = 0x1023, xfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, archReqXcompPerm, xfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 } // namespace
 
 double measureFmaPeak(int threads) {
@@ -136,6 +195,16 @@ double measureBf16DotPeak(int threads) {
   if (!mhagen_cpu_has("avx512_bf16"))
     return 0;
   return best(threads, bf16DotLoop);
+}
+
+double measureAmxBf16Peak(int threads) {
+  if (!mhagen_cpu_has("amx_bf16") || !amxPermitted())
+    return 0;
+  return best(threads, amxBf16Loop);
+}
+
+double bf16Peak(double fma, double bf16Dot, double amxBf16) {
+  return std::max({fma, bf16Dot, amxBf16});
 }
 
 double measureTriad(int threads) {

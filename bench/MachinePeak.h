@@ -1,5 +1,6 @@
 // The machine's own ceilings, measured in the benchmark's run: the f32 FMA
-// rate, the bf16 pairwise-dot (vdpbf16ps) rate and the STREAM triad
+// rate, the bf16 pairwise-dot (vdpbf16ps) and tile (AMX) rates and the
+// STREAM triad
 // bandwidth, each with 1..N threads started together.
 //
 // Every "% of FMA peak" and every decode bandwidth floor the benchmark
@@ -24,6 +25,15 @@ double measureFmaPeak(int threads);
 // independent accumulators per thread. Zero where the CPU lacks
 // AVX512_BF16.
 double measureBf16DotPeak(int threads);
+
+// bf16 tile GFLOP/s (AMX tdpbf16ps, 16x16 outputs of 32-deep dots per
+// instruction): four independent accumulator tiles per thread. Zero where
+// the CPU or the OS lacks AMX-BF16.
+double measureAmxBf16Peak(int threads);
+
+// The fastest of the f32 FMA, vdpbf16ps and AMX figures: the ceiling of a
+// bf16 kernel on this machine, whichever unit it uses.
+double bf16Peak(double fma, double bf16Dot, double amxBf16);
 
 // STREAM triad a = b + s*c over 128 MiB arrays, GB/s counting three arrays
 // (the write-allocate of a is not counted, as in STREAM).

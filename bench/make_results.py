@@ -57,7 +57,10 @@ def newest(pattern):
 
 
 def bench_medians(path):
-    """{(family, impl): (median ms, % FMA peak or None)}, and the peaks."""
+    """{(family, impl): (median ms, % of peak or None)}, and the peaks.
+
+    A bf16 case's % is of the fastest bf16 unit (pct_bf16_peak; none in
+    files from before it), an f32 case's of the FMA peak."""
     with open(path) as f:
         data = json.load(f)
     out, peaks = {}, {}
@@ -76,7 +79,8 @@ def bench_medians(path):
         if ms is None:  # older files: the manual time in the time unit
             scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
             ms = b["real_time"] * scale[b.get("time_unit", "ns")]
-        out[(family, impl)] = (ms, b.get("pct_fma_peak"))
+        pct = b.get("pct_bf16_peak" if "bf16" in family else "pct_fma_peak")
+        out[(family, impl)] = (ms, pct)
     return out, peaks
 
 
@@ -118,11 +122,16 @@ def class_table(folder):
             bits.append(f"f32 FMA {peaks['fma_f32']:.0f} GFLOP/s")
         if peaks.get("dpbf16"):
             bits.append(f"`vdpbf16ps` {peaks['dpbf16']:.0f} GFLOP/s")
+        if peaks.get("amx_bf16"):
+            bits.append(f"AMX `tdpbf16ps` {peaks['amx_bf16']:.0f} GFLOP/s")
         if peaks.get("triad"):
             bits.append(f"triad {peaks['triad']:.1f} GB/s")
         lines.append("Peaks in the same run: " + ", ".join(bits) + ".")
     lines.append("")
-    cols = ["shape", "mhagen Halide", "% FMA peak"] + \
+    lines.append("% of peak: f32 rows of the FMA peak, bf16 rows of the "
+                 "fastest unit that takes bf16 (AMX, `vdpbf16ps` or FMA).")
+    lines.append("")
+    cols = ["shape", "mhagen Halide", "% of peak"] + \
         [c for c, _ in BENCH_COLUMNS[1:]] + [c for c, _ in PEER_COLUMNS]
     lines.append("| " + " | ".join(cols) + " |")
     lines.append("|" + "---|" * len(cols))
@@ -141,8 +150,7 @@ def class_table(folder):
         show = lambda ms: (f"**{fmt(ms)}**" if ms == best else fmt(ms))
         pct = cells[0][1]
         row = [label, show(cells[0][0]),
-               f"{pct:.0f} %" if pct and "f32" in label and
-               "Decode" not in label else ""]
+               f"{pct:.0f} %" if pct and "Decode" not in label else ""]
         row += [show(c[0]) if c else "" for c in cells[1:]]
         row += [show(p) if p else "" for p in peer_cells]
         lines.append("| " + " | ".join(row) + " |")
