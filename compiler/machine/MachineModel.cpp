@@ -62,6 +62,19 @@ MachineModel armCore(const std::string &name, const std::string &vendor,
   return m;
 }
 
+// The vector facts every AVX-512 preset shares; `bf16` adds AVX512_BF16
+// (and the VNNI that comes with it on every such CPU).
+void setAvx512(MachineModel &m, bool bf16) {
+  m.cpuFeatures = avx512Features();
+  if (bf16) {
+    m.cpuFeatures.push_back("avx512_vnni");
+    m.cpuFeatures.push_back("avx512_bf16");
+  }
+  m.vectorBits = 512;
+  m.vectorRegisters = 32;
+  m.llvmFeatures = "-prefer-256-bit"; // keep 512-bit vectors legal
+}
+
 // Presets model the machines this project runs on
 // (bench/results/<class>/class.txt):
 //   avx2        AMD Zen 3: 16 ymm, L1d 32 KiB, L2 512 KiB, L3 32 MiB
@@ -101,17 +114,11 @@ MachineModel makePreset(TargetKind kind) {
     m.className = kind == TargetKind::Avx512
                       ? "AVX-512 F/CD/BW/DQ/VL (512-bit vectors)"
                       : "AVX-512 + AVX512_BF16 (vdpbf16ps for bf16)";
-    m.cpuFeatures = avx512Features();
-    if (kind == TargetKind::Avx512Bf16) {
-      m.cpuFeatures.push_back("avx512_vnni");
-      m.cpuFeatures.push_back("avx512_bf16");
+    setAvx512(m, kind == TargetKind::Avx512Bf16);
+    if (kind == TargetKind::Avx512Bf16)
       m.bf16DotPerFma = bf16DotPerFmaOf("AuthenticAMD", 25);
-    }
-    m.vectorBits = 512;
-    m.vectorRegisters = 32;
     // Cooper Lake: AVX-512 + BF16 + VNNI and no FP16 (Zen 4 has no FP16).
     m.llvmCpu = kind == TargetKind::Avx512 ? "skylake-avx512" : "cooperlake";
-    m.llvmFeatures = "-prefer-256-bit"; // keep 512-bit vectors legal
     m.l1dBytes = 32 * KiB;
     m.l2Bytes = 1 * MiB;
     m.l3Bytes = 32 * MiB;
@@ -119,15 +126,10 @@ MachineModel makePreset(TargetKind kind) {
   case TargetKind::Avx512Amx:
     m.source = "preset (Intel Sapphire Rapids class)";
     m.className = "AVX-512 + AVX512_BF16 + AMX-BF16 (tile products for bf16)";
-    m.cpuFeatures = avx512Features();
-    m.cpuFeatures.push_back("avx512_vnni");
-    m.cpuFeatures.push_back("avx512_bf16");
+    setAvx512(m, /*bf16=*/true);
     m.cpuFeatures.push_back("amx_bf16");
     m.bf16DotPerFma = bf16DotPerFmaOf("GenuineIntel", 6);
-    m.vectorBits = 512;
-    m.vectorRegisters = 32;
     m.llvmCpu = "sapphirerapids";
-    m.llvmFeatures = "-prefer-256-bit"; // keep 512-bit vectors legal
     m.l1dBytes = 48 * KiB;
     m.l2Bytes = 2 * MiB;
     m.l3Bytes = 105 * MiB;

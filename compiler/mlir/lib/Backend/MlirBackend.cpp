@@ -401,9 +401,9 @@ BackendResult compileWithMlir(const AttentionSpec &s,
   // extension, or it scalarizes them (minutes per kernel) and calls
   // compiler-rt's __truncsfbf2, which the kernel library does not link.
   const bool bf16Data = s.dtype == DType::BF16 || s.kvType() == KvType::BF16;
-  pipeline.masked16 = t.f32Lanes == 16 &&
-                      (!bf16Data || s.target.kind == TargetKind::Avx512Bf16 ||
-                       s.target.kind == TargetKind::Avx512Amx);
+  pipeline.masked16 =
+      t.f32Lanes == 16 &&
+      (!bf16Data || llvm::is_contained(t.cpuFeatures, "avx512_bf16"));
   pipeline.amx = s.target.kind == TargetKind::Avx512Amx;
   for (const mha::PipelineStage &stage : mha::mhaPipelineStages(pipeline)) {
     mlir::PassManager pm(&ctx);
