@@ -76,10 +76,19 @@ func.func @gqa_causal(%q: memref<?x?x4x64xbf16, strided<[?, ?, 64, 1], offset: ?
   return
 }
 
-// dk 80 is not a whole number of 32-channel steps: the op stays.
+// dk 80 takes three 32-channel steps; the last reads channels 64..79 and
+// zeros past them (a masked read: no in_bounds). K is always copied, since a
+// 64-byte row at channel 64 would reach past the head's channels.
 // CHECK-LABEL: func.func @dk80
-// CHECK-NOT: amx.
-// CHECK: mha.attention
+// CHECK: scf.forall
+// CHECK: memref.alloca() : memref<2x3x16x32xbf16>
+// CHECK: memref.alloca() : memref<32x96xbf16>
+// CHECK: vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c64], %{{[a-z0-9_]+}} : memref<?x?x2x80xbf16>, vector<32xbf16>
+// CHECK: scf.for
+// CHECK-NOT: memref.reinterpret_cast
+// CHECK: vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c64], %{{[a-z0-9_]+}} : memref<?x?x1x80xbf16>, vector<32xbf16>
+// CHECK-NOT: memref.reinterpret_cast
+// CHECK-COUNT-12: amx.tile_mulf %{{.*}} : vector<16x32xbf16>, vector<16x32xbf16>, vector<16x16xf32>
 func.func @dk80(%q: memref<?x?x2x80xbf16>, %k: memref<?x?x1x80xbf16>, %v: memref<?x?x1x80xbf16>, %o: memref<?x?x2x80xbf16>) {
   %qt = bufferization.to_tensor %q restrict : memref<?x?x2x80xbf16>
   %kt = bufferization.to_tensor %k restrict : memref<?x?x1x80xbf16>
@@ -87,6 +96,20 @@ func.func @dk80(%q: memref<?x?x2x80xbf16>, %k: memref<?x?x1x80xbf16>, %v: memref
   %ot = bufferization.to_tensor %o restrict writable : memref<?x?x2x80xbf16>
   %r = mha.attention ins(%qt, %kt, %vt : tensor<?x?x2x80xbf16>, tensor<?x?x1x80xbf16>, tensor<?x?x1x80xbf16>) outs(%ot : tensor<?x?x2x80xbf16>) {mask = #mha.mask<causal = false, window = 0, padding = false>, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.125 : f32} -> tensor<?x?x2x80xbf16>
   bufferization.materialize_in_destination %r in restrict writable %o : (tensor<?x?x2x80xbf16>, memref<?x?x2x80xbf16>) -> ()
+  return
+}
+
+// dv 40 is not a whole number of 16-column accumulator tiles: the op stays.
+// CHECK-LABEL: func.func @dv40
+// CHECK-NOT: amx.
+// CHECK: mha.attention
+func.func @dv40(%q: memref<?x?x2x64xbf16>, %k: memref<?x?x1x64xbf16>, %v: memref<?x?x1x40xbf16>, %o: memref<?x?x2x40xbf16>) {
+  %qt = bufferization.to_tensor %q restrict : memref<?x?x2x64xbf16>
+  %kt = bufferization.to_tensor %k restrict : memref<?x?x1x64xbf16>
+  %vt = bufferization.to_tensor %v restrict : memref<?x?x1x40xbf16>
+  %ot = bufferization.to_tensor %o restrict writable : memref<?x?x2x40xbf16>
+  %r = mha.attention ins(%qt, %kt, %vt : tensor<?x?x2x64xbf16>, tensor<?x?x1x64xbf16>, tensor<?x?x1x40xbf16>) outs(%ot : tensor<?x?x2x40xbf16>) {mask = #mha.mask<causal = false, window = 0, padding = false>, num_heads = 2 : i64, num_kv_heads = 1 : i64, scale = 0.125 : f32} -> tensor<?x?x2x40xbf16>
+  bufferization.materialize_in_destination %r in restrict writable %o : (tensor<?x?x2x40xbf16>, memref<?x?x2x40xbf16>) -> ()
   return
 }
 

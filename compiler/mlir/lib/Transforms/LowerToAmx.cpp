@@ -74,7 +74,7 @@ std::optional<AmxOperands> amxOperands(AttentionOp op) {
   for (RankedTensorType t : {q, k, v, o})
     if (!t.getElementType().isBF16() || t.isDynamicDim(2) || t.isDynamicDim(3))
       return std::nullopt;
-  if (q.getDimSize(3) % kDepth != 0 || v.getDimSize(3) % kOutCols != 0)
+  if (v.getDimSize(3) % kOutCols != 0)
     return std::nullopt;
   AmxOperands r;
   r.q = memrefOf(op.getQuery());
@@ -99,6 +99,7 @@ public:
     auto vType = cast<MemRefType>(m.v.getType());
     heads = qType.getDimSize(2);
     dk = qType.getDimSize(3);
+    depthSteps = (dk + kDepth - 1) / kDepth;
     dv = vType.getDimSize(3);
     group = heads / op.getNumKvHeads();
     bf16 = b.getBF16Type();
@@ -125,6 +126,9 @@ private:
   AttentionOp op;
   AmxOperands m;
   int64_t heads = 0, dk = 0, dv = 0, group = 1;
+  // dk in steps of the product's depth; the last step of a dk that is not
+  // a multiple of 32 (80, say) reads zeros past dk.
+  int64_t depthSteps = 0;
   Type bf16, f32, i32;
   Value tq, tkv, offset;
   // Per query tile.
@@ -149,8 +153,8 @@ private:
   Value stack(ArrayRef<int64_t> shape, Type t) {
     return b.create<memref::AllocaOp>(MemRefType::get(shape, t));
   }
-  Value read(VectorType t, Value mem, ValueRange at) {
-    SmallVector<bool> inBounds(t.getRank(), true);
+  Value read(VectorType t, Value mem, ValueRange at, bool within = true) {
+    SmallVector<bool> inBounds(t.getRank(), within);
     Type e = t.getElementType();
     Value pad = b.create<arith::ConstantOp>(b.getZeroAttr(e));
     return b.create<vector::TransferReadOp>(t, mem, at, pad,
@@ -189,15 +193,18 @@ private:
 
   /// Row `row` of a [B, T, heads, width] memref as `lanes` elements at
   /// channel `c`, or zeros when the row is past `rows`: the load is clamped
-  /// to the last row, so nothing outside the tensor is read.
+  /// to the last row, so nothing outside the tensor is read. Channels past
+  /// the width read as zeros (a masked load).
   Value rowOrZero(Value mem, Value row, Value rows, Value headIdx, int64_t c,
                   int64_t lanes) {
     Value last = b.create<arith::SubIOp>(rows, idx(1));
     Value clamped = minIdx(row, last);
     Value inside =
         b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, row, rows);
-    Value x =
-        read(vec({lanes}, bf16), mem, {batchIv, clamped, headIdx, idx(c)});
+    const bool pastWidth =
+        c + lanes > cast<MemRefType>(mem.getType()).getDimSize(3);
+    Value x = read(vec({lanes}, bf16), mem, {batchIv, clamped, headIdx, idx(c)},
+                   /*inBounds=*/!pastWidth);
     Value zero = b.create<arith::ConstantOp>(
         DenseElementsAttr::get(vec({lanes}, bf16), b.getZeroAttr(bf16)));
     return b.create<arith::SelectOp>(inside, x, zero);
@@ -207,7 +214,7 @@ private:
   /// 16 queries x 2] block per 32 channels: a 32-bit transpose of the rows.
   void packQueries(int64_t blk) {
     Value qb = add(q0, blk * kRows);
-    for (int64_t c = 0; c < dk / kDepth; ++c) {
+    for (int64_t c = 0; c < depthSteps; ++c) {
       Value tile = b.create<arith::ConstantOp>(DenseElementsAttr::get(
           vec({kRows, kDepth}, bf16), b.getZeroAttr(bf16)));
       for (int64_t i = 0; i < kRows; ++i) {
@@ -224,7 +231,7 @@ private:
   /// The key tile's rows as stored (zeros past T_kv): the A operand of S^T.
   void copyKeys(Value j0) {
     forEach(idx(0), idx(kKeyTile), 1, [&](Value r) {
-      for (int64_t c = 0; c < dk; c += kDepth)
+      for (int64_t c = 0; c < depthSteps * kDepth; c += kDepth)
         write(rowOrZero(m.k, add(j0, r), tkv, kvHead, c, kDepth), keyRows,
               {r, idx(c)});
     });
@@ -256,6 +263,12 @@ private:
     const int64_t dyn = ShapedType::kDynamic;
     auto type = MemRefType::get({kKeyTile, dyn}, bf16,
                                 StridedLayoutAttr::get(ctx, dyn, {dyn, 1}));
+    // A row of K past a dk that is not a multiple of 32 is not the tile's
+    // to read (the next head's channels, or past the tensor): copied.
+    if (dk % kDepth != 0) {
+      copyKeys(j0);
+      return b.create<memref::CastOp>(type, keyRows);
+    }
     Value whole = b.create<arith::CmpIOp>(arith::CmpIPredicate::sle,
                                           add(j0, kKeyTile), tkv);
     auto choice = b.create<scf::IfOp>(TypeRange{type}, whole,
@@ -290,7 +303,7 @@ private:
     SmallVector<Value> c;
     for (int64_t i = 0; i < halves * kBlocks; ++i)
       c.push_back(b.create<amx::TileZeroOp>(cType));
-    for (int64_t ch = 0; ch < dk / kDepth; ++ch)
+    for (int64_t ch = 0; ch < depthSteps; ++ch)
       for (int64_t half = 0; half < halves; ++half) {
         Value a = b.create<amx::TileLoadOp>(
             aType, keys, ValueRange{idx(half * kRows), idx(ch * kDepth)});
@@ -457,8 +470,8 @@ private:
     head = hi;
     kvHead = b.create<arith::DivUIOp>(hi, idx(group));
     q0 = b.create<arith::MulIOp>(qt, idx(kBlocks * kRows));
-    qPack = stack({kBlocks, dk / kDepth, kRows, kDepth}, bf16);
-    keyRows = stack({kKeyTile, dk}, bf16);
+    qPack = stack({kBlocks, depthSteps, kRows, kDepth}, bf16);
+    keyRows = stack({kKeyTile, depthSteps * kDepth}, bf16);
     scoresT = stack({kBlocks, kKeyTile, kRows}, f32);
     probsT = stack({kKeyTile, kRows}, f32);
     probs = stack({kBlocks, kRows, kKeyTile}, bf16);

@@ -29,11 +29,11 @@ def MhaLowerToAmx : Pass<"mha-lower-to-amx", "mlir::ModuleOp"> {
   let summary = "Lower plain bf16 mha.attention to AMX tile products";
   let description = [{
     For an mha.attention with bf16 query, key, value and result, static
-    heads and head widths (dk a multiple of 32, dv of 16), a mask of
+    heads and head widths (dv a multiple of 16), a mask of
     `causal` and `window` terms only and no other operand or modifier,
     whose operands are the kernel's memrefs (bufferization.to_tensor) and
     whose result is materialized into the output memref: one scf.forall
-    over (batch, query head, tile of 16 queries) computes S^T = K Q^T and
+    over (batch, query head, tile of 32 queries) computes S^T = K Q^T and
     O += P V with amx.tile_mulf (tdpbf16ps, f32 accumulation) and the
     online softmax in vectors with the queries in the lanes, writing the
     output memref directly. Calls with T_q <= `decode-tokens` keep the op
