@@ -37,9 +37,29 @@
 // CHECK: amx.tile_store %[[ST]][%c1, %c0, %c0]
 // CHECK: amx.tile_store %[[ST]][%c0, %c16, %c0]
 // CHECK: amx.tile_store %[[ST]][%c1, %c16, %c0]
-// One vector of 16 queries per key: the exponent-bits test, then exp.
-// CHECK: arith.andi %{{.*}}, %{{.*}} : vector<16xi32>
+// One vector of 16 queries per key. A tile the block sees whole (inside
+// T_kv, its last key at or before the block's first query) takes the form
+// with no visibility test: per key the magnitude's bits and the max, one
+// non-finite test per tile, exp((s - m) scale) with the subtraction in an
+// FMA.
+// CHECK: %[[LASTKEY:.*]] = arith.addi %[[J0]], %c31 : index
+// CHECK: %[[BEFORE:.*]] = arith.cmpi sle, %[[LASTKEY]], %{{.*}} : index
+// CHECK: %[[OPEN:.*]] = arith.andi %{{.*}}, %[[BEFORE]] : i1
+// CHECK: scf.if %[[OPEN]] -> (vector<16xf32>, vector<16xf32>, vector<16xi1>) {
+// CHECK-NOT: arith.select
+// CHECK-COUNT-31: arith.maxui %{{.*}} : vector<16xi32>
+// CHECK-NOT: arith.select
+// CHECK: arith.cmpi uge, %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK-NOT: arith.select
+// CHECK-COUNT-32: math.fma %{{.*}}, %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK-NOT: arith.select
+// CHECK: scf.yield
+// The other tiles test each (query, key) pair: inside T_kv and causal.
+// CHECK: } else {
+// CHECK: arith.cmpi sle, %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xi32>
 // CHECK: math.exp %{{.*}} : vector<16xf32>
+// CHECK: scf.yield
 // P to query rows in bf16.
 // CHECK: vector.transpose %{{.*}}, [1, 0] : vector<16x16xf32> to vector<16x16xf32>
 // CHECK: arith.truncf %{{.*}} : vector<16x16xf32> to vector<16x16xbf16>
@@ -81,8 +101,8 @@ func.func @gqa_causal(%q: memref<?x?x4x64xbf16, strided<[?, ?, 64, 1], offset: ?
 // 64-byte row at channel 64 would reach past the head's channels.
 // CHECK-LABEL: func.func @dk80
 // CHECK: scf.forall
-// CHECK: memref.alloca() : memref<2x3x16x32xbf16>
-// CHECK: memref.alloca() : memref<32x96xbf16>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<2x3x16x32xbf16>
+// CHECK: memref.alloca() {alignment = 64 : i64} : memref<32x96xbf16>
 // CHECK: vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c64], %{{[a-z0-9_]+}} : memref<?x?x2x80xbf16>, vector<32xbf16>
 // CHECK: scf.for
 // CHECK-NOT: memref.reinterpret_cast

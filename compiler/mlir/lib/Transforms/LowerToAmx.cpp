@@ -151,7 +151,10 @@ private:
         DenseElementsAttr::get(vec({lanes}, t), b.getFloatAttr(t, value)));
   }
   Value stack(ArrayRef<int64_t> shape, Type t) {
-    return b.create<memref::AllocaOp>(MemRefType::get(shape, t));
+    // Cache-line aligned: every tile row and vector here is 64 bytes, and
+    // an unaligned one touches two lines.
+    return b.create<memref::AllocaOp>(MemRefType::get(shape, t),
+                                      b.getI64IntegerAttr(64));
   }
   Value read(VectorType t, Value mem, ValueRange at, bool within = true) {
     SmallVector<bool> inBounds(t.getRank(), within);
@@ -253,6 +256,12 @@ private:
     });
   }
 
+  /// Whether the key tile from j0 lies inside T_kv.
+  Value wholeTile(Value j0) {
+    return b.create<arith::CmpIOp>(arith::CmpIPredicate::sle, add(j0, kKeyTile),
+                                   tkv);
+  }
+
   /// The key tile's rows as the A operand of S^T: read in place from K when
   /// the tile is whole, else copied with zeros past T_kv so that nothing
   /// outside K is read. A tile load's row stride is its memref's row length
@@ -269,9 +278,7 @@ private:
       copyKeys(j0);
       return b.create<memref::CastOp>(type, keyRows);
     }
-    Value whole = b.create<arith::CmpIOp>(arith::CmpIPredicate::sle,
-                                          add(j0, kKeyTile), tkv);
-    auto choice = b.create<scf::IfOp>(TypeRange{type}, whole,
+    auto choice = b.create<scf::IfOp>(TypeRange{type}, wholeTile(j0),
                                       /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(choice.thenBlock());
@@ -326,27 +333,78 @@ private:
   /// and each query's rescale factor in `rowScale`.
   /// `poisoned` holds the lanes that have seen a non-finite score; the
   /// tile's are added to it.
+  /// A tile that every query of the block sees whole (inside T_kv, before
+  /// the block's first query for causal, inside the window of its last)
+  /// takes a form with no visibility test: most tiles, with fewer
+  /// instructions per key.
   std::pair<Value, Value> softmax(int64_t blk, Value j0, Value runMax,
                                   Value runSum, Value &poisoned) {
+    MaskAttr mask = op.getMask();
+    Value firstPos = add(add(q0, blk * kRows), offset);
+    Value lastKey = add(j0, kKeyTile - 1);
+    Value open = wholeTile(j0);
+    if (mask.getCausal() || mask.getWindow() > 0)
+      open = b.create<arith::AndIOp>(
+          open, b.create<arith::CmpIOp>(arith::CmpIPredicate::sle, lastKey,
+                                        firstPos));
+    if (mask.getWindow() > 0) {
+      Value lastPos = add(firstPos, kRows - 1);
+      open = b.create<arith::AndIOp>(
+          open, b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, j0,
+                                        add(lastPos, -mask.getWindow())));
+    }
+    auto fv = vec({kRows}, f32);
+    auto branch = b.create<scf::IfOp>(
+        TypeRange{fv, fv, vec({kRows}, b.getI1Type())}, open,
+        /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    for (bool masked : {false, true}) {
+      b.setInsertionPointToStart(masked ? branch.elseBlock()
+                                        : branch.thenBlock());
+      Value tilePoisoned = poisoned;
+      auto [newMax, newSum] =
+          softmaxOf(blk, j0, runMax, runSum, tilePoisoned, masked);
+      b.create<scf::YieldOp>(ValueRange{newMax, newSum, tilePoisoned});
+    }
+    poisoned = branch.getResult(2);
+    return {branch.getResult(0), branch.getResult(1)};
+  }
+
+  /// The softmax of one key tile, `masked`: with the visibility of each
+  /// (query, key) pair, else for a tile the block sees whole. Scores stay
+  /// unscaled up to the exponent, exp((s - m) scale) as one FMA.
+  std::pair<Value, Value> softmaxOf(int64_t blk, Value j0, Value runMax,
+                                    Value runSum, Value &poisoned,
+                                    bool masked) {
     auto fv = vec({kRows}, f32);
     auto iv = vec({kRows}, i32);
     MaskAttr mask = op.getMask();
     const bool causal = mask.getCausal() || mask.getWindow() > 0;
+    auto i32Splat = [&](int32_t v) {
+      return b.create<arith::ConstantOp>(
+          DenseElementsAttr::get(iv, b.getI32IntegerAttr(v)));
+    };
     // Each lane's query position in key coordinates: q0 + lane + T_kv - T_q.
     SmallVector<int32_t> lanes;
     for (int32_t i = 0; i < kRows; ++i)
       lanes.push_back(i);
-    Value lane = b.create<arith::ConstantOp>(
-        DenseElementsAttr::get(iv, ArrayRef<int32_t>(lanes)));
-    Value first =
-        b.create<arith::IndexCastOp>(i32, add(add(q0, blk * kRows), offset));
-    Value pos =
-        b.create<arith::AddIOp>(lane, b.create<vector::BroadcastOp>(iv, first));
+    Value pos;
+    if (masked) {
+      Value lane = b.create<arith::ConstantOp>(
+          DenseElementsAttr::get(iv, ArrayRef<int32_t>(lanes)));
+      Value first =
+          b.create<arith::IndexCastOp>(i32, add(add(q0, blk * kRows), offset));
+      pos = b.create<arith::AddIOp>(lane,
+                                    b.create<vector::BroadcastOp>(iv, first));
+    }
     Value scale = splat(f32, op.getScale().convertToFloat());
     Value lowest = splat(f32, kLowestScore);
     Value zero = splat(f32, 0.0);
-    Value expMask = b.create<arith::ConstantOp>(
-        DenseElementsAttr::get(iv, b.getI32IntegerAttr(0x7f800000)));
+    // A score is infinite or NaN when its magnitude's bits reach the
+    // exponent mask's: the largest magnitude of the tile is tested once, on
+    // the bits, which no fast-math flag can fold.
+    Value magnitudeMask = i32Splat(0x7fffffff);
+    Value largest = i32Splat(0);
     auto keyIndex = [&](int64_t r) {
       return b.create<arith::IndexCastOp>(i32, add(j0, r));
     };
@@ -354,45 +412,48 @@ private:
     Value newMax = runMax;
     Value tkv32 = b.create<arith::IndexCastOp>(i32, tkv);
     for (int64_t r = 0; r < kKeyTile; ++r) {
-      Value x = b.create<arith::MulFOp>(
-          read(fv, scoresT, {idx(blk), idx(r), idx(0)}), scale);
-      Value j = keyIndex(r);
-      Value jv = b.create<vector::BroadcastOp>(iv, j);
-      Value inKeys =
-          b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, j, tkv32);
-      Value ok =
-          b.create<vector::BroadcastOp>(vec({kRows}, b.getI1Type()), inKeys);
-      if (causal)
-        ok = b.create<arith::AndIOp>(
-            ok, b.create<arith::CmpIOp>(arith::CmpIPredicate::sle, jv, pos));
-      if (mask.getWindow() > 0) {
-        Value w = b.create<arith::ConstantOp>(DenseElementsAttr::get(
-            iv, b.getI32IntegerAttr(static_cast<int32_t>(mask.getWindow()))));
-        ok = b.create<arith::AndIOp>(
-            ok, b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, jv,
-                                        b.create<arith::SubIOp>(pos, w)));
+      Value x = read(fv, scoresT, {idx(blk), idx(r), idx(0)});
+      Value magnitude = b.create<arith::AndIOp>(
+          b.create<arith::BitcastOp>(iv, x), magnitudeMask);
+      if (masked) {
+        Value j = keyIndex(r);
+        Value jv = b.create<vector::BroadcastOp>(iv, j);
+        Value inKeys =
+            b.create<arith::CmpIOp>(arith::CmpIPredicate::slt, j, tkv32);
+        Value ok =
+            b.create<vector::BroadcastOp>(vec({kRows}, b.getI1Type()), inKeys);
+        if (causal)
+          ok = b.create<arith::AndIOp>(
+              ok, b.create<arith::CmpIOp>(arith::CmpIPredicate::sle, jv, pos));
+        if (mask.getWindow() > 0) {
+          Value w = i32Splat(static_cast<int32_t>(mask.getWindow()));
+          ok = b.create<arith::AndIOp>(
+              ok, b.create<arith::CmpIOp>(arith::CmpIPredicate::sgt, jv,
+                                          b.create<arith::SubIOp>(pos, w)));
+        }
+        magnitude = b.create<arith::SelectOp>(ok, magnitude, i32Splat(0));
+        x = b.create<arith::SelectOp>(ok, x, lowest);
+        visible.push_back(ok);
       }
-      // An infinite or NaN score (from Q or K) makes the row that sees it
-      // NaN: a test on the bits, which no fast-math flag can fold.
-      Value exponent =
-          b.create<arith::AndIOp>(b.create<arith::BitcastOp>(iv, x), expMask);
-      Value nonFinite =
-          b.create<arith::CmpIOp>(arith::CmpIPredicate::eq, exponent, expMask);
-      poisoned = b.create<arith::OrIOp>(poisoned,
-                                        b.create<arith::AndIOp>(ok, nonFinite));
-      x = b.create<arith::SelectOp>(ok, x, lowest);
+      largest = b.create<arith::MaxUIOp>(largest, magnitude);
       newMax = b.create<arith::MaximumFOp>(newMax, x);
       s.push_back(x);
-      visible.push_back(ok);
     }
-    Value alpha =
-        b.create<math::ExpOp>(b.create<arith::SubFOp>(runMax, newMax));
+    poisoned = b.create<arith::OrIOp>(
+        poisoned, b.create<arith::CmpIOp>(arith::CmpIPredicate::uge, largest,
+                                          i32Splat(0x7f800000)));
+    Value alpha = b.create<math::ExpOp>(b.create<arith::MulFOp>(
+        b.create<arith::SubFOp>(runMax, newMax), scale));
+    Value shift =
+        b.create<arith::NegFOp>(b.create<arith::MulFOp>(newMax, scale));
     Value sum = zero;
     for (int64_t r = 0; r < kKeyTile; ++r) {
-      Value p = b.create<math::ExpOp>(b.create<arith::SubFOp>(s[r], newMax));
+      Value p =
+          b.create<math::ExpOp>(b.create<math::FmaOp>(s[r], scale, shift));
       // A hidden key adds nothing, even while the row has seen no key (its
       // max then is the hidden score itself).
-      p = b.create<arith::SelectOp>(visible[r], p, zero);
+      if (masked)
+        p = b.create<arith::SelectOp>(visible[r], p, zero);
       sum = b.create<arith::AddFOp>(sum, p);
       write(p, probsT, {idx(r), idx(0)});
     }
