@@ -81,25 +81,26 @@ std::vector<PipelineStage> mhaPipelineStages(const PipelineOptions &o) {
   // 3. Buffers: one-shot bufferization (the function takes memrefs, so no
   //    function-boundary rewriting), small constant-size buffers on the
   //    stack, the rest freed by ownership-based deallocation.
-  stages.push_back(
-      {"buffers", [](OpPassManager &pm) {
-         bufferization::OneShotBufferizationOptions bo;
-         // Functions on tensors (hand-written tests) get
-         // identity-layout memref arguments.
-         bo.bufferizeFunctionBoundaries = true;
-         bo.setFunctionBoundaryTypeConversion(
-             bufferization::LayoutMapOption::IdentityLayoutMap);
-         pm.addPass(bufferization::createOneShotBufferizePass(bo));
-         pm.addPass(createCanonicalizerPass());
-         pm.addNestedPass<func::FuncOp>(
-             bufferization::createPromoteBuffersToStackPass(1 << 16, 4));
-         // Stack buffers out of the key-tile loop: scratch must not grow
-         // with T_kv.
-         pm.addNestedPass<func::FuncOp>(createMhaHoistStackBuffers());
-         bufferization::BufferDeallocationPipelineOptions dopts;
-         bufferization::buildBufferDeallocationPipeline(pm, dopts);
-         pm.addPass(createCanonicalizerPass());
-       }});
+  stages.push_back({"buffers", [](OpPassManager &pm) {
+                      bufferization::OneShotBufferizationOptions bo;
+                      // Functions on tensors (hand-written tests) get
+                      // identity-layout memref arguments.
+                      bo.bufferizeFunctionBoundaries = true;
+                      bo.setFunctionBoundaryTypeConversion(
+                          bufferization::LayoutMapOption::IdentityLayoutMap);
+                      pm.addPass(bufferization::createOneShotBufferizePass(bo));
+                      pm.addPass(createCanonicalizerPass());
+                      pm.addNestedPass<func::FuncOp>(
+                          bufferization::createPromoteBuffersToStackPass(
+                              mha::kStackBufferBytes, 4));
+                      // Stack buffers out of the key-tile loop: scratch must
+                      // not grow with T_kv.
+                      pm.addNestedPass<func::FuncOp>(
+                          createMhaHoistStackBuffers());
+                      bufferization::BufferDeallocationPipelineOptions dopts;
+                      bufferization::buildBufferDeallocationPipeline(pm, dopts);
+                      pm.addPass(createCanonicalizerPass());
+                    }});
   // 4. Threads.
   stages.push_back({"omp", [o](OpPassManager &pm) {
                       if (o.parallel)

@@ -289,9 +289,13 @@ ScheduleSpace mlirScheduleSpace(const AttentionSpec &s) {
         {"gemm_cols", {128, 256, 512}, "columns per projection block"});
     space.params.push_back(
         {"gemm_depth", {128, 256, 512}, "reduction slice of a projection"});
-    space.defaults["gemm_rows"] = 64;
-    space.defaults["gemm_cols"] = 256;
-    space.defaults["gemm_depth"] = 256;
+    // A weight panel of gemm_depth x gemm_cols f32 is packed only when it
+    // fits a stack buffer (mha::kStackBufferBytes, 64 KiB): 128 x 128.
+    // Each block of gemm_rows rows reads every weight once: 128 rows read
+    // them half as often as 64.
+    space.defaults["gemm_rows"] = 128;
+    space.defaults["gemm_cols"] = 128;
+    space.defaults["gemm_depth"] = 128;
   }
   // Decode: the split-KV form of mha-split-kv-decode for calls
   // with T_q <= decode_tokens, its key axis cut into chunks so that

@@ -171,6 +171,32 @@ struct MhaTileAndVectorizePass
     return success();
   }
 
+  // Copies the weight slice (the B operand, depth x cols) of a projection
+  // block into a contiguous panel, once per depth slice of a task, when
+  // the panel fits the stack: read in place, each depth step's row sits a
+  // whole weight row (4-16 KiB) after the last, so the slice's rows share a
+  // few L1 sets and every register block re-reads them from the L2. Null
+  // when the slice is not static or the panel would not fit.
+  linalg::LinalgOp packWeights(IRRewriter &rewriter, linalg::LinalgOp block) {
+    Value weights = block.getDpsInputOperand(1)->get();
+    auto type = dyn_cast<RankedTensorType>(weights.getType());
+    // A padded slice is a copy already.
+    if (weights.getDefiningOp<tensor::PadOp>())
+      return nullptr;
+    if (!type || !type.hasStaticShape() ||
+        type.getNumElements() * type.getElementTypeBitWidth() / 8 >
+            mhagen::mha::kStackBufferBytes)
+      return nullptr;
+    rewriter.setInsertionPoint(block);
+    Location loc = block.getLoc();
+    Value panel = rewriter.create<tensor::EmptyOp>(loc, type.getShape(),
+                                                   type.getElementType());
+    auto copy = rewriter.create<linalg::CopyOp>(loc, weights, panel);
+    rewriter.modifyOpInPlace(
+        block, [&] { block.getDpsInputOperand(1)->set(copy.getResult(0)); });
+    return cast<linalg::LinalgOp>(copy.getOperation());
+  }
+
   // Tiles `op` to register blocks; matmul loops whose trip does not divide
   // are peeled so that the main part has static (unmasked) tiles and only
   // the remainder is masked. Marks the tiled ops with their vector sizes.
@@ -234,7 +260,8 @@ struct MhaTileAndVectorizePass
         // The last block of rows (and columns) is partial: pad every block
         // to the full static size so that register tiles never need masks
         // (zeros add nothing to the products). Then depth slices, the last
-        // one padded too when gemm-depth does not divide the depth.
+        // one padded too when gemm-depth does not divide the depth, each
+        // with its weights packed.
         if (block.hasDynamicShape() &&
             failed(padToStatic(rewriter, block, {0, 1})))
           return signalPassFailure();
@@ -248,6 +275,8 @@ struct MhaTileAndVectorizePass
         if (block.hasDynamicShape() &&
             failed(padToStatic(rewriter, block, {2})))
           return signalPassFailure();
+        if (linalg::LinalgOp pack = packWeights(rewriter, block))
+          staticOps.push_back(pack);
       }
       staticOps.push_back(block);
     }

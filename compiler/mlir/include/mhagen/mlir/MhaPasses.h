@@ -28,6 +28,10 @@ namespace mhagen::mha {
 #define GEN_PASS_REGISTRATION
 #include "mhagen/mlir/MhaPasses.h.inc"
 
+/// Buffers of a constant size below this many bytes live on the stack
+/// (promote-buffers-to-stack); the passes size their scratch to fit.
+inline constexpr unsigned kStackBufferBytes = 1u << 16;
+
 /// The key tile the lowering walks a paged cache of `block`-token blocks
 /// with for the option `keyTile`: the largest divisor of `block` that is
 /// at most `keyTile` and at most 16 or a multiple of 16, so that a key
@@ -43,7 +47,7 @@ int64_t pagedKeyTile(int64_t keyTile, int64_t block);
 struct PipelineOptions {
   int64_t queryTile = 32, keyTile = 32;
   int64_t vectorWidth = 16, rows = 4, cols = 2;
-  int64_t gemmRows = 64, gemmCols = 256, gemmDepth = 256;
+  int64_t gemmRows = 128, gemmCols = 128, gemmDepth = 128;
   /// The split-KV decode form (mha-split-kv-decode): calls with T_q <=
   /// decodeTokens (0: none), chunked towards splitTasks parallel tasks.
   int64_t decodeTokens = 0, splitTasks = 8, splitMinKeys = 256;

@@ -95,18 +95,20 @@ def MhaTileAndVectorize : Pass<"mha-tile-and-vectorize", "mlir::ModuleOp"> {
 
     Ops with dynamic shapes (the projections of op = layer, M = B*T rows)
     are first tiled to a parallel scf.forall of `gemm-rows` x `gemm-cols`
-    blocks, matmuls then to `gemm-depth` slices of the reduction so that a
-    weight panel stays in L2, then to register blocks as above.
+    blocks, matmuls then to `gemm-depth` slices of the reduction, each
+    slice's weights copied to a contiguous panel when it fits a stack
+    buffer (read in place, a slice's rows sit one weight row apart and share
+    a few L1 sets), then to register blocks as above.
   }];
   let options = [
     Option<"vectorWidth", "vector-width", "int64_t", "16", "f32 lanes">,
     Option<"rows", "rows", "int64_t", "4", "rows per matmul register block">,
     Option<"cols", "cols", "int64_t", "2", "vectors per register block row">,
-    Option<"gemmRows", "gemm-rows", "int64_t", "64",
+    Option<"gemmRows", "gemm-rows", "int64_t", "128",
            "rows per parallel block of a dynamic-shape op">,
-    Option<"gemmCols", "gemm-cols", "int64_t", "256",
+    Option<"gemmCols", "gemm-cols", "int64_t", "128",
            "columns per parallel block of a dynamic-shape matmul">,
-    Option<"gemmDepth", "gemm-depth", "int64_t", "256",
+    Option<"gemmDepth", "gemm-depth", "int64_t", "128",
            "reduction slice of a dynamic-shape matmul">,
     Option<"masked16", "masked-16bit", "bool", "true",
            "the target has masked 16-bit loads/stores (AVX-512BW); "
