@@ -363,7 +363,7 @@ private:
                                         : branch.thenBlock());
       Value tilePoisoned = poisoned;
       auto [newMax, newSum] =
-          softmaxOf(blk, j0, runMax, runSum, tilePoisoned, masked);
+          softmaxOf(blk, j0, firstPos, runMax, runSum, tilePoisoned, masked);
       b.create<scf::YieldOp>(ValueRange{newMax, newSum, tilePoisoned});
     }
     poisoned = branch.getResult(2);
@@ -373,8 +373,9 @@ private:
   /// The softmax of one key tile, `masked`: with the visibility of each
   /// (query, key) pair, else for a tile the block sees whole. Scores stay
   /// unscaled up to the exponent, exp((s - m) scale) as one FMA.
-  std::pair<Value, Value> softmaxOf(int64_t blk, Value j0, Value runMax,
-                                    Value runSum, Value &poisoned,
+  /// `firstPos`: the block's first query position in key coordinates.
+  std::pair<Value, Value> softmaxOf(int64_t blk, Value j0, Value firstPos,
+                                    Value runMax, Value runSum, Value &poisoned,
                                     bool masked) {
     auto fv = vec({kRows}, f32);
     auto iv = vec({kRows}, i32);
@@ -384,16 +385,15 @@ private:
       return b.create<arith::ConstantOp>(
           DenseElementsAttr::get(iv, b.getI32IntegerAttr(v)));
     };
-    // Each lane's query position in key coordinates: q0 + lane + T_kv - T_q.
-    SmallVector<int32_t> lanes;
-    for (int32_t i = 0; i < kRows; ++i)
-      lanes.push_back(i);
+    // Each lane's query position in key coordinates: firstPos + lane.
     Value pos;
     if (masked) {
+      SmallVector<int32_t> lanes;
+      for (int32_t i = 0; i < kRows; ++i)
+        lanes.push_back(i);
       Value lane = b.create<arith::ConstantOp>(
           DenseElementsAttr::get(iv, ArrayRef<int32_t>(lanes)));
-      Value first =
-          b.create<arith::IndexCastOp>(i32, add(add(q0, blk * kRows), offset));
+      Value first = b.create<arith::IndexCastOp>(i32, firstPos);
       pos = b.create<arith::AddIOp>(lane,
                                     b.create<vector::BroadcastOp>(iv, first));
     }

@@ -180,8 +180,11 @@ struct MhaTileAndVectorizePass
   linalg::LinalgOp packWeights(IRRewriter &rewriter, linalg::LinalgOp block) {
     Value weights = block.getDpsInputOperand(1)->get();
     auto type = dyn_cast<RankedTensorType>(weights.getType());
-    // A padded slice is a copy already.
-    if (weights.getDefiningOp<tensor::PadOp>())
+    // A padded block (or a slice of one) is a copy already.
+    Value source = weights;
+    if (auto slice = source.getDefiningOp<tensor::ExtractSliceOp>())
+      source = slice.getSource();
+    if (source.getDefiningOp<tensor::PadOp>())
       return nullptr;
     if (!type || !type.hasStaticShape() ||
         type.getNumElements() * type.getElementTypeBitWidth() / 8 >
