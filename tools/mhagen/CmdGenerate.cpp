@@ -117,7 +117,7 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
     // fail only in the linker, after every kernel was compiled).
     for (const auto &[flag, name] :
          {std::pair<const char *, const std::string &>{"--lib-name",
-                                                      o->libName},
+                                                       o->libName},
           {"--bundle", o->bundle}})
       if (!name.empty() && !plainFileName(name)) {
         std::cerr << "error: " << flag << " '" << name
@@ -162,6 +162,10 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
       std::vector<AttentionSpec> expanded;
       std::stringstream ss(o->targets);
       std::set<std::string> seen;
+      // (spec, target) pairs already expanded, with host resolved: on an
+      // AVX-512 machine `--targets host,avx512` names avx512 twice and
+      // generates it once.
+      std::set<std::pair<std::string, std::string>> kernels;
       for (std::string name; std::getline(ss, name, ',');) {
         if (!seen.insert(name).second)
           continue; // --targets avx2,avx2 names avx2 once
@@ -174,8 +178,9 @@ void addGenerateCommand(CLI::App &app, int &exitCode) {
           return;
         }
         for (AttentionSpec s : specs) {
-          s.target = t;
-          expanded.push_back(s);
+          s.target = resolveTarget(t, s.dtype);
+          if (kernels.insert({s.name, s.target.str()}).second)
+            expanded.push_back(s);
         }
       }
       specs = expanded;
