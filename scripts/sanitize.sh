@@ -10,8 +10,8 @@
 # the consumer is built by another compiler on purpose (the main run covers
 # all three). Of the lit tests it runs those of the CLI, spec errors and
 # explain, where input reaches mhagen's own code; the IR tests of halide/
-# and tune/ spend their time in Halide and LLVM, which are not
-# instrumented, and the main run has them.
+# and tune/, and the neon and PTX generation tests, spend their time in
+# Halide and LLVM, which are not instrumented, and the main run has them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -21,13 +21,20 @@ FUZZ_SECONDS="${MHAGEN_FUZZ_SECONDS:-20}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# The test kernels come from the main build's mhagen when there is one
+# (cmake/MhagenTestKernels.cmake says why).
+MAIN_MHAGEN="$PWD/${MHAGEN_BUILD_DIR:-build}/tools/mhagen/mhagen"
+generator=()
+if [ -x "$MAIN_MHAGEN" ]; then
+  generator=(-DMHAGEN_TEST_GENERATOR="$MAIN_MHAGEN")
+fi
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   CC=clang-19 CXX=clang++-19 cmake -S . -B "$BUILD_DIR" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMHAGEN_SANITIZE=ON \
-    -DMHAGEN_ENABLE_MLIR=OFF -DMHAGEN_BUILD_BENCH=OFF
+    -DMHAGEN_ENABLE_MLIR=OFF -DMHAGEN_BUILD_BENCH=OFF "${generator[@]}"
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS"
 (cd "$BUILD_DIR" &&
-  LIT_FILTER_OUT='^mhagen :: (halide|tune)/' \
+  LIT_FILTER_OUT='^mhagen :: ((halide|tune)/|cli/neon-target|gpu/ptx)' \
     ctest --output-on-failure -j "$JOBS" -E '^downstream$')
 MHAGEN_FUZZ_SEED="${MHAGEN_FUZZ_SEED:-1}" bash scripts/fuzz.sh "$FUZZ_SECONDS"
