@@ -374,7 +374,7 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     // the call's, then the new rows as stored (so a call attends over
     // exactly what the next call reads back). Indices are clamped: both
     // sides of the select are loaded.
-    const Type stored = elementType(s);
+    const Type stored = halideType(backend::abiShapeOf(s).kv, bf16AsBits(s));
     bp.newKeys = Func("k_new");
     (*bp.newKeys)(v.c, v.g, v.t, v.b) =
         fromF32(s, stored, channel(kCols, v.c, v.g));

@@ -27,7 +27,8 @@ CacheAppend cacheAppend(const AttentionSpec &s) {
   const int bytes =
       static_cast<int>(abi::scalarBytes(backend::abiShapeOf(s).kv));
   const std::string elem = std::to_string(bytes), kv = std::to_string(s.n_kv);
-  const std::string typeCode = s.dtype == DType::BF16 ? "4" : "2";
+  // halide_type_code_t of the cache's elements: bfloat, float.
+  const std::string typeCode = s.kvType() == KvType::BF16 ? "4" : "2";
   CacheAppend c;
   c.setup = "  /* The call's new K/V rows, appended to the cache after the "
             "pipeline. */\n";

@@ -194,7 +194,7 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
             const size_t at = static_cast<size_t>(b * Tkv + r) * row + e;
             t.f32[at] = std::numeric_limits<float>::quiet_NaN();
             if (!t.bits.empty())
-              t.bits[at] = s.dtype == DType::BF16 ? 0x7fc0 : 0x7e00;
+              t.bits[at] = s.kvType() == KvType::BF16 ? 0x7fc0 : 0x7e00;
           }
       cacheBefore_[name] = t.f32; // what the kernel must leave as it was
     }
@@ -346,6 +346,8 @@ void Problem::nextStep(int64_t tokens, uint32_t seed) {
     Tensor &t = inputs_.at(name);
     t.f32 = cacheValues(name);
     cacheBefore_[name] = t.f32;
+    if (!t.exact.empty()) // the rows earlier calls wrote exist only stored
+      t.exact = t.f32;
   }
   std::vector<int32_t> cached = lens_;
   for (int32_t &len : lens_)
@@ -490,6 +492,13 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
     return ref::sdpa<double>(spec_, a);
   }
   ref::LayerArgs a = layerArgs();
+  if (exactKv && spec_.cachedLayer() && !inputs_.at("k").exact.empty()) {
+    // The cache's rows before storage, and the new rows unrounded: the
+    // error of storing K/V as kv_dtype too.
+    a.kCache = inputs_.at("k").exact.data();
+    a.vCache = inputs_.at("v").exact.data();
+    a.store = nullptr;
+  }
   a.lse = lse;
   a.rows = r;
   return ref::layer<double>(spec_, a);
@@ -526,9 +535,10 @@ ref::LayerArgs Problem::layerArgs() const {
     a.kCache = cacheBefore_.at("k").data();
     a.vCache = cacheBefore_.at("v").data();
     a.Tkv = size_.Tkv;
-    a.store = spec_.dtype == DType::BF16  ? storeBf16
-              : spec_.dtype == DType::F16 ? storeF16
-                                          : nullptr;
+    // New rows are rounded to the cache's type, as the kernel stores them.
+    a.store = spec_.kvType() == KvType::BF16  ? storeBf16
+              : spec_.kvType() == KvType::F16 ? storeF16
+                                              : nullptr;
   }
   return a;
 }
@@ -538,9 +548,9 @@ std::vector<float> Problem::cacheValues(const std::string &name) const {
   if (t.bits.empty())
     return t.f32;
   std::vector<float> out(t.bits.size());
+  const bool bf16 = spec_.kvType() == KvType::BF16;
   for (size_t i = 0; i < out.size(); ++i)
-    out[i] = spec_.dtype == DType::BF16 ? bf16ToFloat(t.bits[i])
-                                        : f16ToFloat(t.bits[i]);
+    out[i] = bf16 ? bf16ToFloat(t.bits[i]) : f16ToFloat(t.bits[i]);
   return out;
 }
 
@@ -654,7 +664,8 @@ Comparison Problem::compare(const std::vector<int64_t> &rows,
   std::vector<float> got = output();
   std::vector<double> want = reference(rows, exactKv);
   const Tolerance tol =
-      exactKv ? kvStorageTolerance(spec_.dtype, spec_.kvType()) : tolerance();
+      exactKv ? kvStorageTolerance(spec_.dtype, spec_.kvType(), spec_.op)
+              : tolerance();
   if (rows.empty())
     return compareToReference(got, want, tol);
   // Only the checked rows: gather them from both.

@@ -204,7 +204,7 @@ void writeResultText(const AttentionSpec &spec, const Measured &m,
                 m.tol.atol, m.tol.rtol);
   text << buf;
   if (m.storage) {
-    const Tolerance st = kvStorageTolerance(spec.dtype, spec.kvType());
+    const Tolerance st = kvStorageTolerance(spec.dtype, spec.kvType(), spec.op);
     std::snprintf(buf, sizeof buf,
                   "storage  K/V as %s: max |err| %.3g vs the reference on K/V "
                   "before storage: %s (bound %g + %g*|ref|)\n",

@@ -340,11 +340,12 @@ SpecField kvDtypeField() {
   f.defaultText = "the `dtype`";
   f.meaning = "how K and V are stored (a KV cache); `i8` takes one f32 scale "
               "per (batch, token, kv head) row (`k_scale`, `v_scale`); `op = "
-              "sdpa`, CPU targets, both backends";
+              "sdpa`, CPU targets, both backends; a layer's cache "
+              "(`kv_cache = contiguous`) takes `f32`, `bf16` or `f16`";
   f.flag = "--kv-dtype";
   f.flagForm = FlagForm::Value;
   f.flagHelp = "K/V storage: f32 | bf16 | f16 | i8 (default: dtype; i8 takes "
-               "per-token scales; op = sdpa)";
+               "per-token scales; op = sdpa, or a layer's cache: not i8)";
   f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
     KvType t = KvType::F32;
     if (!spelled(kKvTypeNames, v, t))
@@ -369,12 +370,14 @@ SpecField kvDtypeField() {
   };
   f.same = sameMember(&Spec::kv_dtype);
   f.rule = [](const Spec &s) -> std::string {
-    if (s.kv_dtype && s.cachedLayer())
-      return "the layer's cache holds K and V in the spec's dtype: kv_dtype "
-             "needs op = sdpa";
-    if (s.kv_dtype && s.op != Op::Sdpa)
-      return "a K/V storage type is for a cache read by the attention core: "
-             "kv_dtype needs op = sdpa (op = layer computes K and V itself)";
+    if (s.kv_dtype == KvType::I8 && s.cachedLayer())
+      return "the layer's cache holds K and V as f32, bf16 or f16: kv_dtype "
+             "= i8 (per-row scales the layer would have to write) needs op = "
+             "sdpa";
+    if (s.kv_dtype && s.op != Op::Sdpa && !s.cachedLayer())
+      return "a K/V storage type is for a cache: kv_dtype needs op = sdpa, or "
+             "op = layer with kv_cache = contiguous (without a cache the layer "
+             "computes K and V itself)";
     if (s.kv_dtype && s.target.isGpu())
       return cpuOnly(s, "a K/V storage type other than dtype");
     return "";

@@ -321,8 +321,13 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
       !abi::scalarFromName(m.spec.kv_dtype, kv) || kv == abi::Scalar::I32)
     return fail("spec.kv_dtype must be f32, bf16, f16 or i8, not '" +
                 m.spec.kv_dtype + "'");
-  if (m.spec.kv_dtype != m.spec.dtype && m.spec.op != "sdpa")
-    return fail("spec.kv_dtype differs from spec.dtype but op is not sdpa");
+  if (m.spec.kv_dtype != m.spec.dtype && m.spec.op != "sdpa" &&
+      !m.spec.layer_cache)
+    return fail("spec.kv_dtype differs from spec.dtype but op is not sdpa "
+                "and there is no layer cache");
+  if (m.spec.kv_dtype == "i8" && m.spec.layer_cache)
+    return fail("spec.kv_dtype = i8 in a layer cache (the layer writes no "
+                "scales)");
   if (m.spec.kv_block > 0 && m.spec.op != "sdpa")
     return fail("spec.kv_block (a paged K/V cache) needs op = sdpa");
   if (m.spec.ragged && (m.spec.op != "sdpa" || m.spec.T > 0))

@@ -101,7 +101,7 @@ private:
     // The storage error of K/V in kv_dtype, against the reference on the values
     // before storage: the bound the tolerance table states.
     Comparison cs = p.checkKvStorage(rows);
-    Tolerance ts = kvStorageTolerance(spec_.dtype, spec_.kvType());
+    Tolerance ts = kvStorageTolerance(spec_.dtype, spec_.kvType(), spec_.op);
     EXPECT_TRUE(cs.ok()) << mhagen_kernel_symbol(k_) << " kv_dtype "
                          << toString(spec_.kvType()) << " B " << size_.B
                          << " Tq " << size_.Tq << " Tkv " << size_.Tkv

@@ -103,6 +103,20 @@ TEST(HostileManifest, TypesAndRangesAreStrict) {
   }
 }
 
+TEST(HostileManifest, ALayerTakesAnotherKvDtypeOnlyInItsOwnCache) {
+  json j = goodManifest();
+  j["spec"]["op"] = "layer";
+  j["spec"]["kv_dtype"] = "bf16";
+  std::string why = refusal(j.dump());
+  EXPECT_NE(why.find("there is no layer cache"), std::string::npos) << why;
+  j["spec"]["layer_cache"] = true;
+  j["spec"]["T_kv"] = 0;
+  j["spec"]["kv_dtype"] = "i8";
+  why = refusal(j.dump());
+  EXPECT_NE(why.find("kv_dtype = i8 in a layer cache"), std::string::npos)
+      << why;
+}
+
 TEST(HostileManifest, ACallCanNeverRunOnARefusedManifest) {
   json j = goodManifest();
   j["spec"]["h"] = int64_t(1) << 62;

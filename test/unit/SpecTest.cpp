@@ -367,12 +367,22 @@ TEST(SpecErrors, LayerCacheRules) {
        {Case{"backend = mlir", "kv_cache", "needs backend = halide"},
         Case{"target = cuda_sm90", "kv_cache", "CPU targets only"},
         Case{"Tkv = 512", "kv_cache", "drop the static Tkv"},
-        Case{"kv_dtype = bf16", "kv_dtype", "holds K and V in the spec's"}}) {
+        Case{"kv_dtype = i8", "kv_dtype", "per-row scales the layer"}}) {
     SpecDiagnostic d = firstError(std::string("spec a { d = 64; h = 4; ") +
                                   c.extra + "; kv_cache = contiguous }");
     EXPECT_EQ(d.field, c.field) << c.extra;
     EXPECT_NE(d.rule.find(c.rule), std::string::npos) << d.rule;
   }
+  // A cache stored as another float type than the dtype is a layer's too.
+  for (const char *kv : {"bf16", "f16"}) {
+    const AttentionSpec s = one(std::string("spec a { d = 64; h = 4; "
+                                            "kv_cache = contiguous; "
+                                            "kv_dtype = ") +
+                                kv + " }");
+    EXPECT_EQ(toString(s.kvType()), std::string(kv));
+  }
+  EXPECT_EQ(firstError("spec a { d = 64; h = 4; kv_dtype = bf16 }").field,
+            "kv_dtype");
 }
 
 TEST(SpecErrors, PagedKvCacheRules) {
