@@ -719,8 +719,9 @@ int main(int argc, char **argv) {
                 namedKernelBench, sh, std::string(kernel), t);
   // The layer as a decoder step through its cache: S4's one token after
   // 4095 cached ones, and 16 sequences of one query each with lengths
-  // drawn from [512, 4096].
-  for (const char *dtype : {"f32", "bf16"})
+  // drawn from [512, 4096]; f32 weights over a bf16 cache read half the
+  // K/V bytes of f32's.
+  for (const char *dtype : {"f32", "bf16", "f32_kvbf16"})
     for (int t : {1, 2}) {
       const std::string kernel = std::string("bench_layer_decode_") + dtype,
                         suffix = "/mhagen/threads:" + std::to_string(t);
