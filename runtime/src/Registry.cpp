@@ -156,7 +156,8 @@ static int checkUsable(const mhagen_kernel *k) {
     std::string dwhy;
     if (devicePresent(m.device, &dwhy) != MHAGEN_OK) {
       code = MHAGEN_ERR_NO_DEVICE;
-      why = "kernel " + m.symbol + " runs on " + m.device + ": " + dwhy;
+      why = "kernel " + m.symbol + " runs on " + m.device + " (target " +
+            m.target + "): " + dwhy;
     }
   }
   k->usableWhy = why;
@@ -367,14 +368,24 @@ int mhagen_call(const mhagen_kernel *k, const mhagen_call_args *args) {
           ? runRagged(k->manifest, *k->desc, *args, err, sizeof err)
           : k->desc->run(args, err, sizeof err);
   if (failed != 0) {
-    std::string backend = takeBackendError();
+    const std::string backend = takeBackendError();
     const std::string where =
         k->manifest.spec.ragged
             ? " (the call from sequence " + std::to_string(failed - 1) + ")"
             : std::string();
-    return fail(MHAGEN_ERR_KERNEL_FAILED,
-                k->manifest.symbol + " failed" + where + ": " +
-                    (err[0] ? std::string(err) + ": " + backend : backend));
+    std::string why = err[0] ? std::string(err) : backend;
+    if (err[0] && !backend.empty())
+      why += ": " + backend;
+    if (why.empty())
+      why = "the kernel reported an error";
+    // The cuda backend's wrappers return an mhagen_status: a GPU older than
+    // the kernel's target is MHAGEN_ERR_NO_DEVICE, a misaligned tensor
+    // MHAGEN_ERR_INVALID_ARGUMENT.
+    const int code = k->manifest.backend == "cuda" && failed > 0 &&
+                             failed <= MHAGEN_ERR_KERNEL_FAILED
+                         ? failed
+                         : MHAGEN_ERR_KERNEL_FAILED;
+    return fail(code, k->manifest.symbol + " failed" + where + ": " + why);
   }
   clearError();
   return MHAGEN_OK;

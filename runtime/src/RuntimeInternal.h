@@ -75,8 +75,8 @@ void installTaskOrder();
 /// under a running kernel.
 std::shared_lock<std::shared_mutex> lockPoolForCall();
 
-/// The last error the backend runtime (Halide) reported on any thread;
-/// cleared by reading.
+/// The last error the backend runtime (Halide) reported on any thread
+/// ("" when none); cleared by reading.
 std::string takeBackendError();
 
 } // namespace mhagen::rt

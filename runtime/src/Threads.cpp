@@ -71,8 +71,7 @@ int parallelTrampoline(void *, int i, uint8_t *closure) {
 
 std::string takeBackendError() {
   std::lock_guard<std::mutex> lock(backendErrorMu);
-  std::string e =
-      backendError.empty() ? "the kernel reported an error" : backendError;
+  std::string e = backendError;
   backendError.clear();
   return e;
 }

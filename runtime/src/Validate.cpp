@@ -192,6 +192,11 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
                     " (set args.abi_version = MHAGEN_ABI_VERSION)");
   if (a->flags != 0)
     return fail(MHAGEN_ERR_INVALID_ARGUMENT, "flags must be 0");
+  if (a->cuda_stream && m.backend != "cuda")
+    return fail(MHAGEN_ERR_INVALID_ARGUMENT,
+                "cuda_stream is set, but kernel " + m.symbol + " (backend " +
+                    m.backend + ", target " + m.target +
+                    ") does not run on a caller's CUDA stream; pass NULL");
   const ManifestSpec &s = m.spec;
   const bool layer = s.op == "layer";
   const abi::AbiShape shape = abiShapeOf(m);

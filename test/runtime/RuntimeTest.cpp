@@ -302,6 +302,14 @@ TEST_F(Validation, ReservedFlags) {
   b.args.flags = 1;
   expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT, "flags must be 0");
 }
+TEST_F(Validation, StreamOnlyForCudaKernels) {
+  // A CPU kernel cannot run on a caller's CUDA stream: refused, not ignored.
+  Buffers b;
+  int notAStream = 0;
+  b.args.cuda_stream = &notAStream;
+  expectError(plain_, &b.args, MHAGEN_ERR_INVALID_ARGUMENT,
+              "does not run on a caller's CUDA stream; pass NULL");
+}
 TEST_F(Validation, NonPositiveSizes) {
   Buffers b;
   b.args.batch = 0;

@@ -67,8 +67,9 @@ extern "C" {
  * 5: scale (scale = runtime).
  * 6: block_table, num_blocks (kv_cache = paged(BLOCK)).
  * 7: q_offsets (ragged = true).
- * 8: q_norm, k_norm (qk_norm), positions (positions = runtime). */
-#define MHAGEN_ABI_VERSION 8
+ * 8: q_norm, k_norm (qk_norm), positions (positions = runtime).
+ * 9: cuda_stream (backend = cuda). */
+#define MHAGEN_ABI_VERSION 9
 
 /** Error codes: every entry point returns MHAGEN_OK or one of these, and
  * mhagen_last_error() holds the message. */
@@ -169,6 +170,14 @@ typedef struct mhagen_call_args {
    * position of every token of the call, [B, t_q] int32 in host memory,
    * each in [0, 2^24]. */
   const int32_t *positions;
+
+  /* backend = cuda: the CUDA stream (a CUstream or cudaStream_t) the call
+   * runs on; NULL: the default stream. With device_pointers set and a
+   * stream given the call is asynchronous: it returns once the kernels
+   * are queued on the stream (a key split's workspace is allocated and
+   * freed in stream order); otherwise it returns when the kernels are
+   * done. Other kernels take NULL only. */
+  void *cuda_stream;
 } mhagen_call_args;
 
 /** What a generated kernel exports. The runtime reads the manifest (JSON)

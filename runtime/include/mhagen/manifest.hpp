@@ -62,7 +62,7 @@ struct KernelManifest {
   std::string kernelName; ///< the spec's name, shared by its variants
   ManifestSpec spec;
   std::string target;  ///< avx2 | avx512 | avx512_bf16 | cuda_smXX | opencl
-  std::string backend; ///< halide | mlir
+  std::string backend; ///< halide | mlir | cuda
   std::string device;  ///< cpu | cuda | opencl
   std::vector<std::string> cpuFeatures; ///< all must be present to run
   std::string scheduleJson = "{}";      ///< backend's schedule parameters
