@@ -1,6 +1,7 @@
 // The backends this mhagen was built with (BackendRegistry.h).
 #include "mhagen/driver/BackendRegistry.h"
 
+#include "mhagen/cuda/CudaBackend.h"
 #include "mhagen/halide/HalideBackend.h"
 #ifdef MHAGEN_HAVE_MLIR
 #include "mhagen/mlir/MlirBackend.h"
@@ -19,6 +20,7 @@ const std::vector<std::unique_ptr<KernelBackend>> &registry() {
 #ifdef MHAGEN_HAVE_MLIR
     b.push_back(makeMlirBackend());
 #endif
+    b.push_back(makeCudaBackend());
     return b;
   }();
   return backends;

@@ -91,8 +91,8 @@ std::string targetUnavailableReason(const Target &t) {
 
 std::string variantSymbol(const AttentionSpec &s) {
   std::string sym = s.kernelName() + "_" + s.target.str();
-  if (s.backend == Backend::Mlir)
-    sym += "_mlir";
+  if (s.backend != Backend::Halide)
+    sym += std::string("_") + toString(s.backend);
   for (char &c : sym)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_')
       c = '_';
@@ -110,8 +110,12 @@ namespace {
 std::string buildObject(const TempDir &dir, const AttentionSpec &spec,
                         const std::string &symbol, const BackendResult &r,
                         const std::string &wrapper) {
-  const std::string backendObj = dir.file(symbol + ".backend.o");
-  writeFile(backendObj, std::string(r.object.begin(), r.object.end()));
+  // A backend whose code travels inside the wrapper (the cuda backend's
+  // device image) hands over no object of its own.
+  const std::string backendObj =
+      r.object.empty() ? std::string() : dir.file(symbol + ".backend.o");
+  if (!backendObj.empty())
+    writeFile(backendObj, std::string(r.object.begin(), r.object.end()));
   const std::string wrapperC = dir.file(symbol + ".wrapper.c");
   writeFile(wrapperC, wrapper);
   const std::string wrapperObj = dir.file(symbol + ".wrapper.o");
@@ -131,7 +135,8 @@ std::string buildObject(const TempDir &dir, const AttentionSpec &spec,
   for (const char *a : {"-r", "-nostdlib", "-o"})
     link.push_back(a);
   link.push_back(obj);
-  link.push_back(backendObj);
+  if (!backendObj.empty())
+    link.push_back(backendObj);
   link.push_back(wrapperObj);
   runTool(link, "linking the object of " + symbol);
   return obj;

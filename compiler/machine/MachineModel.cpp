@@ -284,4 +284,20 @@ std::string MachineModel::describe() const {
   return os.str();
 }
 
+int64_t cudaSharedMemoryPerBlockOptin(int capability) {
+  switch (capability) {
+  case 80:
+  case 87:
+    return 163 * KiB;
+  case 86:
+  case 89:
+    return 99 * KiB;
+  case 90:
+  case 100:
+    return 227 * KiB;
+  default:
+    return 48 * KiB;
+  }
+}
+
 } // namespace mhagen

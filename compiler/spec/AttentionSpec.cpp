@@ -28,7 +28,15 @@ const char *toString(DType t) {
 }
 
 const char *toString(Backend b) {
-  return b == Backend::Halide ? "halide" : "mlir";
+  switch (b) {
+  case Backend::Halide:
+    return "halide";
+  case Backend::Mlir:
+    return "mlir";
+  case Backend::Cuda:
+    return "cuda";
+  }
+  return "?";
 }
 
 int dtypeBytes(DType t) { return t == DType::F32 ? 4 : 2; }

@@ -866,11 +866,13 @@ SpecField lseField() {
                             "log-sum-exp, lse [B, T, h]) or false",
                             "lse=1", "_lse");
   f.meaning = "also write each row's log-sum-exp, `lse [B, T, h]` (f32; CPU "
-              "targets)";
+              "targets and backend `cuda`)";
   f.flagHelp = "also write each row's log-sum-exp, lse [B, T, h]";
   f.rule = [](const Spec &s) -> std::string {
-    return s.lse && s.target.isGpu() ? cpuOnly(s, "the log-sum-exp output")
-                                     : "";
+    return s.lse && s.target.isGpu() && s.backend != Backend::Cuda
+               ? cpuOnly(s, "the log-sum-exp output") +
+                     " (backend = cuda writes it on the GPU)"
+               : "";
   };
   return f;
 }
@@ -908,19 +910,22 @@ SpecField targetField() {
 SpecField backendField() {
   SpecField f;
   f.name = "backend";
-  f.values = "`halide`, `mlir`";
+  f.values = "`halide`, `mlir`, `cuda` (tensor cores, `cuda_sm80` and "
+             "later)";
   f.defaultText = "`halide`";
   f.meaning = "which compiler backend generates it";
   f.flag = "--backend";
   f.flagForm = FlagForm::Value;
-  f.flagHelp = "halide (default) | mlir";
+  f.flagHelp = "halide (default) | mlir | cuda";
   f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
     if (v == "halide")
       s.backend = Backend::Halide;
     else if (v == "mlir")
       s.backend = Backend::Mlir;
+    else if (v == "cuda")
+      s.backend = Backend::Cuda;
     else
-      return "unknown backend; expected halide or mlir";
+      return "unknown backend; expected halide, mlir or cuda";
     return "";
   });
   f.print = [](const Spec &s) { return std::string(toString(s.backend)); };

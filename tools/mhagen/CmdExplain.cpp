@@ -2,6 +2,7 @@
 #include "Commands.h"
 #include "SpecOptions.h"
 
+#include "mhagen/driver/BackendRegistry.h"
 #include "mhagen/driver/Driver.h"
 #include "mhagen/inspect/HeadInspection.h"
 #include "mhagen/machine/MachineModel.h"
@@ -57,6 +58,17 @@ nlohmann::ordered_json ropeJson(const AttentionSpec &s) {
   j["inv_freq"] = ropeInverseFrequencies(s.rope, s.d_k);
   j["attention_factor"] = ropeAttentionFactor(s.rope);
   return j;
+}
+
+// What the spec's backend builds with its default schedule, where the
+// backend says (the cuda backend: tiles, warps, shared memory).
+std::string kernelSection(const AttentionSpec &s) {
+  if (!backendBuilt(s.backend))
+    return "";
+  const std::string text = kernelBackend(s.backend).scheduleSummary(s);
+  return text.empty() ? ""
+                      : std::string("kernel (backend ") + toString(s.backend) +
+                            ", default schedule):\n" + text;
 }
 
 nlohmann::ordered_json targetJson(const Target &target, DType dtype) {
@@ -136,6 +148,8 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
         j["target"] = targetJson(specs[i].target, specs[i].dtype);
         if (specs[i].rope.enabled())
           j["rope"] = ropeJson(specs[i]);
+        if (const std::string k = kernelSection(specs[i]); !k.empty())
+          j["kernel"] = k;
         std::cout << (i ? ",\n" : "\n") << j.dump(2);
       }
       std::cout << "\n]\n";
@@ -144,7 +158,8 @@ void addExplainCommand(CLI::App &app, int &exitCode) {
         CostReport r = computeCost(specs[i], o->T, tkv, o->B, o->memBw);
         std::cout << (i ? "\n" : "") << formatCostReport(specs[i], r)
                   << ropeSection(specs[i])
-                  << targetSection(specs[i].target, specs[i].dtype);
+                  << targetSection(specs[i].target, specs[i].dtype)
+                  << kernelSection(specs[i]);
       }
     }
     exitCode = kExitOk;

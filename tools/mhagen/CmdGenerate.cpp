@@ -28,8 +28,8 @@ bool plainFileName(const std::string &name) {
 } // namespace
 
 std::set<std::string> parseEmitList(const std::string &list) {
-  static const std::set<std::string> known = {"stmt", "html", "llvm",
-                                              "asm",  "mlir", "ptx"};
+  static const std::set<std::string> known = {
+      "stmt", "html", "llvm", "asm", "mlir", "ptx", "cu", "ptxas", "fatbin"};
   std::set<std::string> out;
   std::stringstream ss(list);
   for (std::string item; std::getline(ss, item, ',');) {
@@ -40,7 +40,7 @@ std::set<std::string> parseEmitList(const std::string &list) {
       throw CLI::ValidationError(
           "--emit", "unknown IR '" + item +
                         "'; choose from stmt, html, llvm, asm, mlir, "
-                        "mlir.<stage>, ptx");
+                        "mlir.<stage>, ptx, cu, ptxas, fatbin");
     out.insert(item);
   }
   return out;

@@ -53,6 +53,19 @@ static std::string gpuDeviceReason(const std::string &device) {
   return mhagen_last_error();
 }
 
+namespace {
+// What each backend builds for a CUDA capability (docs/design.md §7).
+std::string cudaTargetText(int capability) {
+  const std::string sm = "sm_" + std::to_string(capability);
+  if (capability >= 90)
+    return "NVIDIA GPU " + sm +
+           " (H100, H200): backend cuda (mma.sync tensor cores, f16/bf16)";
+  return "NVIDIA GPU " + sm +
+         " and later: backend cuda (mma.sync tensor cores, f16/bf16) or "
+         "halide (PTX, CUDA cores, every dtype)";
+}
+} // namespace
+
 void addListTargetsCommand(CLI::App &app, int &exitCode) {
   auto *cmd = app.add_subcommand(
       "list-targets", "List targets: which this machine runs, and why not");
@@ -63,9 +76,9 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
                 "also print each target's preset machine model");
   cmd->callback([format, verbosePtr, &exitCode] {
     const bool verbose = *verbosePtr;
-    const char *const names[] = {"avx2",       "avx512", "avx512_bf16",
-                                 "avx512_amx", "neon",   "cuda_sm86",
-                                 "opencl"};
+    const char *const names[] = {"avx2",       "avx512",    "avx512_bf16",
+                                 "avx512_amx", "neon",      "cuda_sm80",
+                                 "cuda_sm86",  "cuda_sm90", "opencl"};
     nlohmann::ordered_json js = nlohmann::ordered_json::array();
     std::string hostName;
     Target host;
@@ -79,7 +92,9 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
       Target t;
       parseTarget(name, t);
       const MachineModel &preset = presetMachine(t.kind);
-      const char *what = preset.className.c_str();
+      std::string what = preset.className;
+      if (t.kind == TargetKind::Cuda)
+        what = cudaTargetText(t.cudaCapability);
       std::string why = targetUnavailableReason(t);
       std::string run = why.empty() ? "yes" : "no";
       if (t.isGpu()) {
@@ -105,7 +120,8 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
       if (*format != "text")
         continue;
       std::printf("%-12s generate: yes  run here: %-3s  %s%s%s\n", name,
-                  run.c_str(), what, why.empty() ? "" : " -- ", why.c_str());
+                  run.c_str(), what.c_str(), why.empty() ? "" : " -- ",
+                  why.c_str());
       if (!verbose)
         continue;
       std::printf("%s", preset.describe().c_str());

@@ -30,6 +30,11 @@ public:
   /// The IR dumps `--emit` may ask of this backend for this spec.
   virtual std::vector<std::string>
   emitKinds(const AttentionSpec &spec) const = 0;
+  /// What the default schedule builds, for `mhagen explain` (tiles,
+  /// threads, shared memory); "" when the backend has nothing to add.
+  virtual std::string scheduleSummary(const AttentionSpec &) const {
+    return "";
+  }
   /// Compiles: object, C wrapper source (for the ABI wrapper generator's
   /// calling convention), CPU features, IRs. Throws BackendError.
   virtual BackendResult compile(const AttentionSpec &spec,

@@ -104,6 +104,11 @@ const MachineModel &machineOf(const Target &t);
 /// True if this CPU (as the runtime sees it, MHAGEN_CPU_CLASS included)
 /// has every feature the target's kernels need.
 bool hostRuns(TargetKind kind);
+/// Shared memory a block may use on a CUDA GPU of this compute capability
+/// once it opts in (CUDA C Programming Guide, "Compute Capabilities"):
+/// 163 KiB on sm_80 and sm_87, 99 KiB on sm_86 and sm_89, 227 KiB on sm_90
+/// and sm_100; 48 KiB, the limit without opting in, elsewhere.
+int64_t cudaSharedMemoryPerBlockOptin(int capability);
 
 } // namespace mhagen
 

@@ -23,7 +23,9 @@ enum class DType { F32, BF16, F16 };
 /// int8 with one f32 scale per (batch, token, kv head) beside the cache
 /// (docs/design.md §5, "Low-precision K/V").
 enum class KvType { F32, BF16, F16, I8 };
-enum class Backend { Halide, Mlir };
+/// Halide and MLIR lower the algorithm; Cuda instantiates mhagen's CUDA C++
+/// tensor-core template (templates/cuda) and compiles it with nvcc.
+enum class Backend { Halide, Mlir, Cuda };
 
 /// Where a kernel runs. `Host` is resolved to the best CPU target this
 /// machine supports before a backend sees the spec (see resolveHostTarget).

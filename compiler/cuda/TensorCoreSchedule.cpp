@@ -1,0 +1,65 @@
+// The tensor-core kernel's schedule space (TensorCoreSchedule.h).
+#include "TensorCoreSchedule.h"
+
+#include "mhagen/machine/MachineModel.h"
+
+#include <string>
+
+namespace mhagen::cuda {
+
+namespace {
+
+// f32 accumulators a thread holds: the output rows (dk / 2) and the score
+// tile (key_tile / 2). Past 144 of them, ptxas spills or runs out of
+// its 255 registers for addresses and fragments (measured with ptxas -v on
+// sm_80: dk 128 with key_tile 64 uses 236 registers with its Q fragments,
+// with 128 it uses 248; dk 256 with 32 uses 242).
+constexpr int64_t kAccumulatorBudget = 144;
+
+} // namespace
+
+TensorCoreTiles tensorCoreTiles(const ScheduleParams &p) {
+  TensorCoreTiles t;
+  t.warps = static_cast<int>(p.at("warps"));
+  t.keyTile = static_cast<int>(p.at("key_tile"));
+  return t;
+}
+
+ScheduleSpace tensorCoreScheduleSpace(const AttentionSpec &s) {
+  ScheduleSpace space;
+  space.params = {
+      {"key_tile", {32, 64, 128}, "keys per K/V tile staged in shared memory"},
+      {"warps", {4, 8}, "warps per block; each owns 16 packed query rows"}};
+  // The widest tile whose accumulators fit the register budget, at most
+  // 64 keys (FlashAttention 2's choice for dk <= 128 on sm_80).
+  int64_t tile = 64;
+  while (tile > 32 && s.d_k / 2 + tile / 2 > kAccumulatorBudget)
+    tile /= 2;
+  // 4 warps: 64 rows keep a T_q of a few hundred in many blocks, and a
+  // decode row block (T_q * group rows) wastes fewer of its rows.
+  space.defaults = {{"key_tile", tile}, {"warps", 4}};
+  const int64_t dk = s.d_k;
+  const int64_t sharedLimit =
+      cudaSharedMemoryPerBlockOptin(s.target.cudaCapability);
+  const std::vector<ParamDecl> decls = space.params;
+  space.violation = [decls, dk, sharedLimit](const ScheduleParams &p) {
+    std::string why = declaredViolation(decls, p);
+    if (!why.empty())
+      return why;
+    const TensorCoreTiles t = tensorCoreTiles(p);
+    if (dk / 2 + t.keyTile / 2 > kAccumulatorBudget)
+      return "key_tile " + std::to_string(t.keyTile) + " with d_k " +
+             std::to_string(dk) + " holds " +
+             std::to_string(dk / 2 + t.keyTile / 2) +
+             " f32 accumulators a thread (at most " +
+             std::to_string(kAccumulatorBudget) + " fit in registers)";
+    if (t.sharedBytes(dk) > sharedLimit)
+      return "the tiles need " + std::to_string(t.sharedBytes(dk)) +
+             " bytes of shared memory a block; the target allows " +
+             std::to_string(sharedLimit);
+    return std::string();
+  };
+  return space;
+}
+
+} // namespace mhagen::cuda
