@@ -1,71 +1,80 @@
 #!/usr/bin/env bash
-# Run ON THE GPU MACHINE (device tool), after bench/gpu/prepare.sh here.
-# Runs the CUDA kernels on S1-S3 and B8 T4096 (f32, f16, bf16), each checked
-# against the f64 reference on sampled rows, and prints TFLOP/s; adds
-# torch's scaled_dot_product_attention (FlashAttention) figures when torch
-# is importable there. Whole run: a few minutes.
+# Run ON THE GPU MACHINE (device tool; H100 or H200), after
+# bench/gpu/prepare.sh here. In one run of a few minutes:
+#  1. the SASS of every tensor-core image holds HMMA (cuobjdump);
+#  2. every tensor-core kernel (bench/gpu/tensor_core.mha) on the issue's
+#     shapes, each checked against the f64 reference on sampled rows and
+#     timed on device-resident tensors (one warm call, then the median);
+#     a few small edge-case calls (T = 1, T not a multiple of a tile,
+#     padding);
+#  3. the Halide CUDA kernels on S1 (the portable fallback, for scale);
+#  4. torch's SDPA backends on the same shapes (bench/gpu/torch_sdpa.py).
+# Results: $OUT/gpu_results.jsonl (one JSON line per run) and the log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 dir="${MHAGEN_BUILD_DIR:-build}/gpu-bench"
 export LD_LIBRARY_PATH="$dir/lib:${LD_LIBRARY_PATH:-}"
 run="$dir/mhagen-run-kernel"
-lib="$dir/libgpu_bench.so"
 out="${OUT:-/tmp}/gpu_results.jsonl"
 : > "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || true
 ldd "$run" | grep "not found" && echo "missing libraries for the runner"
 
-bench() { # kernel B T reps
-  local k=$1 B=$2 T=$3 reps=$4
-  timeout 300 "$run" "$lib" "$k" --B "$B" --T "$T" --reps "$reps" \
-    > /tmp/one.json 2> /tmp/one.err
-  python3 - "$k" "$B" "$T" /tmp/one.json "$out" <<'PY'
+echo "== SASS: tensor-core instructions per image"
+for f in "$dir"/sass/*.fatbin; do
+  printf "%-70s HMMA %s\n" "$(basename "$f")" \
+    "$(cuobjdump --dump-sass "$f" 2>&1 | grep -c HMMA)"
+done
+
+bench() { # library kernel B T Tkv reps
+  local lib=$1 k=$2 B=$3 T=$4 Tkv=$5 reps=$6
+  timeout 240 "$run" "$lib" "$k" --B "$B" --T "$T" --Tkv "$Tkv" \
+    --reps "$reps" > /tmp/one.json 2> /tmp/one.err
+  python3 - "$k" "$B" "$T" "$Tkv" /tmp/one.json /tmp/one.err "$out" <<'PY'
 import json, sys
-k, B, T, path, out = sys.argv[1:6]
+k, B, T, Tkv, path, err, out = sys.argv[1:8]
 try:
     r = json.load(open(path))
 except Exception as e:
-    print(f"{k:14s} B{B} T{T}: no result ({e})"); sys.exit(0)
+    print(f"{k:16s} B{B} T{T} Tkv{Tkv}: no result ({e}): {open(err).read()[-300:]}")
+    sys.exit(0)
 if "error" in r:
-    print(f"{k:14s} B{B} T{T}: ERROR {r['error']}"); sys.exit(0)
-r.update(kernel=k)
+    print(f"{k:16s} B{B} T{T} Tkv{Tkv}: ERROR {r['error']}"); sys.exit(0)
+r.update(kernel=k, peer="mhagen")
 open(out, "a").write(json.dumps(r) + "\n")
-print(f"{k:14s} B{B:>2} T{T:>5}: {r['median_ms']:9.3f} ms  "
-      f"{r['gflops_useful']/1e3:7.2f} TFLOP/s useful  "
-      f"{r['gflops_nominal']/1e3:7.2f} nominal  max|err| {r['max_abs_err']:.2e}  "
+print(f"{k:16s} B{B:>2} T{T:>5} Tkv{Tkv:>5}: warm {r.get('warm_call_ms', 0):8.3f} ms  "
+      f"median {r['median_ms']:8.3f} ms ({r.get('timed_on', 'host')})  "
+      f"{r['gflops_useful']/1e3:7.2f} TFLOP/s useful  max|err| {r['max_abs_err']:.2e}  "
       f"{'OK' if r['within_tolerance'] else 'WRONG'}")
 PY
 }
 
-for k in gpu_gqa_f32 gpu_gqa_f16 gpu_gqa_bf16; do
-  bench $k 1 512 20     # S1
-  bench $k 1 2048 10    # S2
-  bench $k 8 4096 5     # large
+tc="$dir/tc/libgpu_tensor_core.so"
+echo "== tensor-core kernels (cuda backend)"
+for d in f16 bf16; do
+  bench "$tc" tc_gqa_$d 1 512 512 50        # S1
+  bench "$tc" tc_gqa_$d 1 2048 2048 20      # S2
+  bench "$tc" tc_gqa_$d 8 4096 4096 5       # B8 T4096
+  bench "$tc" tc_mha_$d 4 512 512 50        # S3
+  bench "$tc" tc_win_$d 1 8192 8192 5       # Gemma-2-like
+  bench "$tc" tc_gqa_$d 16 1 8192 50        # decode, split keys
 done
-for k in gpu_mha_f32 gpu_mha_f16; do
-  bench $k 4 512 20     # S3
+echo "== edge cases"
+bench "$tc" tc_gqa_f16 2 1 1 3
+bench "$tc" tc_gqa_bf16 3 77 77 3
+bench "$tc" tc_gqa_bf16 2 40 1000 3
+bench "$tc" tc_pad_lse_f16 4 100 300 3
+bench "$tc" tc_kv1_bf16 2 333 333 3
+bench "$tc" tc_kv1_bf16 2 1 5000 3
+
+echo "== Halide CUDA kernels (fallback), S1"
+for k in gpu_gqa_f16 gpu_gqa_bf16; do
+  bench "$dir/libgpu_bench.so" $k 1 512 512 5
 done
 
+echo "== torch SDPA"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  python3 - <<'PY'
-import time, torch
-import torch.nn.functional as F
-def sdpa(B, T, h, kv, dk, causal, dtype):
-    q = torch.randn(B, h, T, dk, device="cuda", dtype=dtype)
-    k = torch.randn(B, kv, T, dk, device="cuda", dtype=dtype)
-    v = torch.randn(B, kv, T, dk, device="cuda", dtype=dtype)
-    if kv != h:
-        k = k.repeat_interleave(h // kv, 1); v = v.repeat_interleave(h // kv, 1)
-    for _ in range(3): F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    torch.cuda.synchronize(); t = time.perf_counter(); n = 20
-    for _ in range(n): F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    torch.cuda.synchronize(); ms = (time.perf_counter() - t) / n * 1e3
-    flops = 4 * B * h * T * T * dk * (0.5 if causal else 1.0)
-    print(f"torch sdpa B{B} T{T} h{h} kv{kv} {dtype}: {ms:.3f} ms, {flops/ms/1e9:.1f} TFLOP/s useful")
-for dt in (torch.float16, torch.bfloat16):
-    sdpa(1, 512, 32, 8, 128, True, dt); sdpa(1, 2048, 32, 8, 128, True, dt)
-    sdpa(8, 4096, 32, 8, 128, True, dt); sdpa(4, 512, 12, 12, 64, False, dt)
-PY
+  timeout 300 python3 bench/gpu/torch_sdpa.py "$out"
 else
   echo "torch with CUDA is not importable here: no torch SDPA comparison"
 fi
