@@ -7,6 +7,8 @@
 // device reports MHAGEN_FAKE_CUDA_CAPABILITY (default 90) and 132 SMs.
 #include "WarpEmulator.h"
 
+#include "EmulatedSpec.h"
+
 #include "../../templates/cuda/tensor_core_attention.cuh"
 
 #include <cstdio>
@@ -18,20 +20,10 @@
 
 namespace {
 
-// Mirrors of the specs of fake_driver.mha, as the generator instantiates
-// them (CudaBackend.cpp, translationUnit; default schedules).
-template <class T_, int DK_, int H_, int G_, int BN_, bool CAUSAL_,
-          long long WINDOW_, bool PADDING_, bool LSE_>
-struct Spec {
-  using T = T_;
-  static constexpr int DK = DK_, HEADS = H_, GROUP = G_;
-  static constexpr int WARPS = 4, BM = 64, BN = BN_;
-  static constexpr bool CAUSAL = CAUSAL_, PADDING = PADDING_;
-  static constexpr long long WINDOW = WINDOW_;
-  static constexpr bool LSE = LSE_;
-  static constexpr float SCALE_LOG2 = static_cast<float>(
-      (DK == 64 ? 0.125 : 0.08838834764831843) / 0.6931471805599453);
-};
+// The specs of fake_driver.mha with their default schedules (4 warps).
+template <class T, int DK, int H, int G, int BN, bool CAUSAL, long long WINDOW,
+          bool PADDING, bool LSE>
+using Spec = EmulatedSpec<T, DK, H, G, 4, BN, CAUSAL, WINDOW, PADDING, LSE>;
 
 struct Kernel {
   void (*attention)(const mh_tc_params &);

@@ -5,6 +5,8 @@
 // no GPU is. The GPU itself runs it in bench/gpu.
 #include "WarpEmulator.h"
 
+#include "EmulatedSpec.h"
+
 #include "../../templates/cuda/tensor_core_attention.cuh"
 
 #include "mhagen/reference/Numerics.h"
@@ -22,23 +24,9 @@ namespace {
 
 using namespace mhagen;
 
-// What the generator's translation unit defines (CudaBackend.cpp,
-// translationUnit), as template arguments.
-template <class T_, int DK_, int H_, int G_, int WARPS_, int BN_, bool CAUSAL_,
-          long long WINDOW_, bool PADDING_, bool LSE_>
-struct Spec {
-  using T = T_;
-  static constexpr int DK = DK_, HEADS = H_, GROUP = G_;
-  static constexpr int WARPS = WARPS_, BM = 16 * WARPS_, BN = BN_;
-  static constexpr bool CAUSAL = CAUSAL_, PADDING = PADDING_;
-  static constexpr long long WINDOW = WINDOW_;
-  static constexpr bool LSE = LSE_;
-  static constexpr float SCALE_LOG2 =
-      static_cast<float>((DK == 64    ? 0.125
-                          : DK == 256 ? 0.0625
-                                      : 0.08838834764831843) /
-                         0.6931471805599453);
-};
+template <class T, int DK, int H, int G, int WARPS, int BN, bool CAUSAL,
+          long long WINDOW, bool PADDING, bool LSE>
+using Spec = EmulatedSpec<T, DK, H, G, WARPS, BN, CAUSAL, WINDOW, PADDING, LSE>;
 
 struct Call {
   int64_t B, Tq, Tkv;
