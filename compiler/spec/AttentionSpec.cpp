@@ -118,7 +118,8 @@ std::string Target::str() const {
   case TargetKind::Neon:
     return "neon";
   case TargetKind::Cuda:
-    return "cuda_sm" + std::to_string(cudaCapability);
+    return "cuda_sm" + std::to_string(cudaCapability) +
+           (cudaArchSpecific ? "a" : "");
   case TargetKind::OpenCL:
     return "opencl";
   }

@@ -881,7 +881,7 @@ SpecField targetField() {
   SpecField f;
   f.name = "target";
   f.values = "`host`, `avx2`, `avx512`, `avx512_bf16`, `avx512_amx`, `neon`, "
-             "`cuda`, `cuda_smXX`, `opencl`";
+             "`cuda`, `cuda_smXX`, `cuda_sm90a`, `opencl`";
   f.defaultText = "`host`";
   f.meaning = "where the kernel runs (`host` = the best this CPU supports)";
   f.flag = "--target";
@@ -892,7 +892,9 @@ SpecField targetField() {
   f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
     if (!parseTarget(v, s.target))
       return "unknown target; expected host, avx2, avx512, avx512_bf16, "
-             "avx512_amx, neon, cuda, cuda_smXX (e.g. cuda_sm86) or opencl";
+             "avx512_amx, neon, cuda, cuda_smXX (e.g. cuda_sm86), cuda_sm90a "
+             "or "
+             "opencl";
     return "";
   });
   f.print = [](const Spec &s) { return s.target.str(); };
@@ -902,6 +904,8 @@ SpecField targetField() {
     if (s.target.kind == TargetKind::Cuda &&
         (s.target.cudaCapability < 30 || s.target.cudaCapability > 120))
       return "CUDA capability must be between sm_30 and sm_120";
+    if (s.target.cudaArchSpecific && s.target.cudaCapability != 90)
+      return "the architecture-specific form (suffix a) is sm_90a only";
     return "";
   };
   return f;

@@ -320,11 +320,15 @@ bool parseTarget(const std::string &s, Target &out) {
     t.cudaCapability = 86;
   } else if (s.rfind("cuda_sm", 0) == 0 || s.rfind("cuda_sm_", 0) == 0) {
     std::string num = s.substr(s[7] == '_' ? 8 : 7);
+    const bool archSpecific = !num.empty() && num.back() == 'a';
+    if (archSpecific)
+      num.pop_back();
     int64_t cap = 0;
     if (!parseInt(num, cap))
       return false;
     t.kind = TargetKind::Cuda;
     t.cudaCapability = static_cast<int>(cap);
+    t.cudaArchSpecific = archSpecific;
   } else {
     return false;
   }

@@ -55,8 +55,12 @@ static std::string gpuDeviceReason(const std::string &device) {
 
 namespace {
 // What each backend builds for a CUDA capability (docs/design.md §7).
-std::string cudaTargetText(int capability) {
+std::string cudaTargetText(const Target &t) {
+  const int capability = t.cudaCapability;
   const std::string sm = "sm_" + std::to_string(capability);
+  if (t.cudaArchSpecific)
+    return "NVIDIA GPU sm_90a (H100, H200) only: backend cuda (wgmma, TMA "
+           "and warp specialisation, f16/bf16)";
   if (capability >= 90)
     return "NVIDIA GPU " + sm +
            " (H100, H200): backend cuda (mma.sync tensor cores, f16/bf16)";
@@ -76,9 +80,9 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
                 "also print each target's preset machine model");
   cmd->callback([format, verbosePtr, &exitCode] {
     const bool verbose = *verbosePtr;
-    const char *const names[] = {"avx2",       "avx512",    "avx512_bf16",
-                                 "avx512_amx", "neon",      "cuda_sm80",
-                                 "cuda_sm86",  "cuda_sm90", "opencl"};
+    const char *const names[] = {
+        "avx2",      "avx512",    "avx512_bf16", "avx512_amx", "neon",
+        "cuda_sm80", "cuda_sm86", "cuda_sm90",   "cuda_sm90a", "opencl"};
     nlohmann::ordered_json js = nlohmann::ordered_json::array();
     std::string hostName;
     Target host;
@@ -94,7 +98,7 @@ void addListTargetsCommand(CLI::App &app, int &exitCode) {
       const MachineModel &preset = presetMachine(t.kind);
       std::string what = preset.className;
       if (t.kind == TargetKind::Cuda)
-        what = cudaTargetText(t.cudaCapability);
+        what = cudaTargetText(t);
       std::string why = targetUnavailableReason(t);
       std::string run = why.empty() ? "yes" : "no";
       if (t.isGpu()) {

@@ -46,6 +46,9 @@ struct Target {
   TargetKind kind = TargetKind::Host;
   /// CUDA compute capability (e.g. 86 for sm_86); only for kind == Cuda.
   int cudaCapability = 0;
+  /// The architecture-specific feature set (sm_90a: wgmma, TMA,
+  /// setmaxnreg), whose code runs on that exact capability only.
+  bool cudaArchSpecific = false;
   /// The machine model when the target was resolved from `host` (the
   /// host's caches and cores); null: the named target's preset
   /// (mhagen/machine/MachineModel.h). Not part of the spec's identity.
@@ -56,10 +59,11 @@ struct Target {
   }
   bool isGpu() const { return !isCpu(); }
   /// Canonical name: host, avx2, avx512, avx512_bf16, avx512_amx, neon,
-  /// cuda_sm86, opencl.
+  /// cuda_sm86, cuda_sm90a, opencl.
   std::string str() const;
   bool operator==(const Target &o) const {
-    return kind == o.kind && cudaCapability == o.cudaCapability;
+    return kind == o.kind && cudaCapability == o.cudaCapability &&
+           cudaArchSpecific == o.cudaArchSpecific;
   }
 };
 
