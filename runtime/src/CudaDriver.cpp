@@ -51,6 +51,12 @@ struct Driver {
   CUresult (*memAllocAsync)(CUdeviceptr *, size_t, void *);
   CUresult (*memFreeAsync)(CUdeviceptr, void *);
   CUresult (*getErrorString)(CUresult, const char **);
+  // cuTensorMapEncodeTiled (CUDA 12.0+); null in an older driver, which
+  // then runs no sm_90a kernel.
+  CUresult (*tensorMapEncodeTiled)(void *, int, unsigned, void *,
+                                   const uint64_t *, const uint64_t *,
+                                   const unsigned *, const unsigned *, int, int,
+                                   int, int) = nullptr;
   CUdevice device = 0;
   CUcontext context = nullptr;
   int capability = 0, smCount = 0, sharedOptin = 0;
@@ -112,6 +118,7 @@ Driver &driver() {
       d.why = "libcuda.so.1 lacks a driver API function mhagen needs";
       return;
     }
+    bind(lib, "cuTensorMapEncodeTiled", d.tensorMapEncodeTiled);
     CUresult rc = d.init(0);
     int n = 0;
     if (rc != 0 || d.deviceGetCount(&n) != 0 || n == 0) {
@@ -298,6 +305,31 @@ int mhagen_cuda_launch(const mhagen_cuda_module *m, int which,
                         std::string("launching ") +
                             (which ? m->combine_fn : m->attention_fn) +
                             " failed: " + cudaError(d, rc));
+}
+
+int mhagen_cuda_tensor_map(void *map, const void *base, const uint64_t dims[4],
+                           const uint64_t strides[3], const uint32_t box[4],
+                           char *err, size_t errlen) {
+  Driver &d = driver();
+  if (d.status != MHAGEN_OK)
+    return fail(err, errlen, d.status, d.why);
+  if (!d.tensorMapEncodeTiled)
+    return fail(err, errlen, MHAGEN_ERR_NO_DEVICE,
+                "the CUDA driver has no cuTensorMapEncodeTiled (CUDA 12.0 "
+                "or later runs sm_90a kernels)");
+  // 16-bit elements copied as they are (UINT16), no interleave, 128-byte
+  // swizzle, L2 promotion to 256 bytes, out-of-bounds elements read as
+  // zeros.
+  constexpr int kUint16 = 1, kNoInterleave = 0, kSwizzle128 = 3,
+                kL2Promotion256 = 3, kOobZeros = 0;
+  const unsigned elementStrides[4] = {1, 1, 1, 1};
+  CUresult rc = d.tensorMapEncodeTiled(
+      map, kUint16, 4, const_cast<void *>(base), dims, strides, box,
+      elementStrides, kNoInterleave, kSwizzle128, kL2Promotion256, kOobZeros);
+  return rc == 0 ? MHAGEN_OK
+                 : fail(err, errlen, MHAGEN_ERR_INVALID_ARGUMENT,
+                        "encoding the TMA descriptor of a K/V tensor failed: " +
+                            cudaError(d, rc));
 }
 
 int mhagen_cuda_synchronize(void *stream, char *err, size_t errlen) {

@@ -7,7 +7,16 @@
 
 #include <stdint.h>
 
+/* A TMA descriptor (the driver's CUtensorMap: 128 bytes, 128-byte
+ * aligned), filled by cuTensorMapEncodeTiled. */
+typedef struct __attribute__((aligned(128))) mh_tensor_map {
+  uint64_t opaque[16];
+} mh_tensor_map;
+
 typedef struct mh_tc_params {
+  /* sm_90a: K and V as [B][T_kv][kv heads][dk] boxes of 64 channels x
+   * key_tile rows, 128-byte swizzled; unused by the sm_80 kernel. */
+  mh_tensor_map tm_k, tm_v;
   const void *q, *k, *v;
   void *out;
   float *lse;             /* [B, T_q, h], or null */

@@ -106,6 +106,32 @@ MH_HD int swizzled(int row, int col, int width) {
   return row * width + (chunk << 3) + (col & 7);
 }
 
+/* sm_90a tiles (wgmma_attention.cuh): a tile of `rows` x `width` 16-bit
+ * elements is width / 64 panels of rows x 64 elements, 128 bytes a row,
+ * each panel 1024-byte aligned; within a panel, 16-byte chunk c of row r
+ * sits at chunk c ^ (r % 8). This is the layout TMA's 128-byte swizzle
+ * writes and wgmma's 128-byte-swizzle descriptors read. Returns the
+ * element offset. */
+MH_HD int panelSwizzled(int row, int col, int rows) {
+  const int c = col & 63;
+  const int chunk = (c >> 3) ^ (row & 7);
+  return (col >> 6) * rows * 64 + row * 64 + (chunk << 3) + (c & 7);
+}
+
+/* A wgmma shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor
+ * Format"): the start address, the leading and the stride byte offsets,
+ * each in 16-byte units in 14 bits, and the swizzle mode in bits 62-63
+ * (1: 128 bytes). For the 128-byte swizzle the stride byte offset is the
+ * distance between groups of 8 rows (1024 bytes here); the leading byte
+ * offset is unused for a K-major operand and, for an N-major one, is the
+ * distance between 64-element panels. */
+MH_HD unsigned long long wgmmaDescriptor(unsigned address, unsigned lbo,
+                                         unsigned sbo) {
+  return (unsigned long long)((address & 0x3FFFFu) >> 4) |
+         (unsigned long long)((lbo & 0x3FFFFu) >> 4) << 16 |
+         (unsigned long long)((sbo & 0x3FFFFu) >> 4) << 32 | 1ull << 62;
+}
+
 /* mma.sync.m16n8k16 fragments: lane l = 4 * g + t (g = l / 4, t = l % 4).
  * A (16 x 16, row major): register i of lane l holds the element pair at
  * row g + 8 * (i % 2), columns k = 8 * (i / 2) + 2 * t + {0, 1}.

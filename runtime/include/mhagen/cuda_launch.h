@@ -52,6 +52,13 @@ int mhagen_cuda_launch(const mhagen_cuda_module *m, int which,
                        const unsigned grid[3], unsigned threads,
                        size_t shared_bytes, void *stream, void *params,
                        char *err, size_t errlen);
+/* A TMA descriptor (CUtensorMap, 128 bytes at `map`) of a 4-d tensor of
+ * 16-bit elements at device address `base`: extents innermost first,
+ * byte strides of dimensions 1-3, a box of box[0..3] elements, 128-byte
+ * swizzled, zeros outside the tensor. */
+int mhagen_cuda_tensor_map(void *map, const void *base, const uint64_t dims[4],
+                           const uint64_t strides[3], const uint32_t box[4],
+                           char *err, size_t errlen);
 /* Waits for `stream` (NULL: everything on the device); reports a failed
  * kernel. */
 int mhagen_cuda_synchronize(void *stream, char *err, size_t errlen);
