@@ -9,7 +9,7 @@
 
 #include "EmulatedSpec.h"
 
-#include "../../templates/cuda/tensor_core_attention.cuh"
+#include "../../templates/cuda/wgmma_attention.cuh"
 
 #include <cstdio>
 #include <cstdlib>
@@ -20,10 +20,11 @@
 
 namespace {
 
-// The specs of fake_driver.mha with their default schedules (4 warps).
+// The specs of fake_driver.mha with their default schedules (4 warps for
+// sm_80; for sm_90a, 8 consumer warps up to dk 128).
 template <class T, int DK, int H, int G, int BN, bool CAUSAL, long long WINDOW,
-          bool PADDING, bool LSE>
-using Spec = EmulatedSpec<T, DK, H, G, 4, BN, CAUSAL, WINDOW, PADDING, LSE>;
+          bool PADDING, bool LSE, int WARPS = 4>
+using Spec = EmulatedSpec<T, DK, H, G, WARPS, BN, CAUSAL, WINDOW, PADDING, LSE>;
 
 struct Kernel {
   void (*attention)(const mh_tc_params &);
@@ -37,6 +38,12 @@ template <class S> Kernel kernelOf() {
           [](const mh_tc_params &p) { mh_tc::combineSplits<S>(p); },
           32 * S::WARPS, static_cast<size_t>((S::BM + 2 * S::BN) * S::DK * 2)};
 }
+template <class S> Kernel wgmmaKernelOf() {
+  using L = mh_tc::Sm90Layout<S>;
+  return {[](const mh_tc_params &p) { mh_tc::attentionSm90<S>(p); },
+          [](const mh_tc_params &p) { mh_tc::combineSplits<S>(p); }, L::THREADS,
+          static_cast<size_t>(L::SHARED_BYTES)};
+}
 
 const std::map<std::string, Kernel> &kernels() {
   static const std::map<std::string, Kernel> k = {
@@ -45,7 +52,12 @@ const std::map<std::string, Kernel> &kernels() {
       {"fake_window_pad_lse_bf16",
        kernelOf<Spec<__nv_bfloat16, 64, 4, 1, 64, true, 24, true, true>>()},
       {"fake_decode_bf16",
-       kernelOf<Spec<__nv_bfloat16, 128, 8, 4, 64, true, 0, false, true>>()}};
+       kernelOf<Spec<__nv_bfloat16, 128, 8, 4, 64, true, 0, false, true>>()},
+      {"fake_sm90a_gqa_causal_bf16",
+       wgmmaKernelOf<
+           Spec<__nv_bfloat16, 128, 8, 4, 128, true, 0, false, true, 8>>()},
+      {"fake_sm90a_pad_f16",
+       wgmmaKernelOf<Spec<__half, 64, 4, 2, 128, false, 0, true, false, 8>>()}};
   return k;
 }
 
@@ -204,6 +216,22 @@ int cuMemFreeAsync(unsigned long long p, void *stream) {
   if (stream != &fakeStream)
     return fail("stream-ordered free on an unknown stream");
   return cuMemFree_v2(p);
+}
+// The TMA descriptors the sm_90a wrapper encodes: the form the kernel
+// uses (16-bit elements, 4 dimensions, 128-byte swizzle, no interleave,
+// zeros outside) in the emulator's encoding.
+int cuTensorMapEncodeTiled(void *map, int dataType, unsigned rank, void *base,
+                           const uint64_t *dims, const uint64_t *strides,
+                           const unsigned *box, const unsigned *elementStrides,
+                           int interleave, int swizzle, int, int oobFill) {
+  if (dataType != 1 || rank != 4 || interleave != 0 || swizzle != 3 ||
+      oobFill != 0)
+    return fail("a tensor map of another form than the kernel reads");
+  for (unsigned d = 0; d < rank; ++d)
+    if (elementStrides[d] != 1)
+      return fail("a tensor map with element strides");
+  const std::string why = emu::encodeTensorMap(map, base, dims, strides, box);
+  return why.empty() ? 0 : fail("cuTensorMapEncodeTiled: " + why);
 }
 int cuGetErrorString(int, const char **s) {
   *s = "fake libcuda error";

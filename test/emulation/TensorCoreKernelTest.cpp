@@ -1,13 +1,15 @@
-// The tensor-core attention kernel (templates/cuda), run on the CPU by the
-// warp emulator against the f64 reference: the tiled algorithm's
-// arithmetic (fragment layouts, swizzled tiles, masks and tile skipping,
-// the online softmax, the key split and its merge) is checked here, where
-// no GPU is. The GPU itself runs it in bench/gpu.
+// The tensor-core attention kernels (templates/cuda: mma.sync for sm_80,
+// wgmma with TMA and a producer warpgroup for sm_90a), run on the CPU by
+// the warp emulator against the f64 reference: the tiled algorithm's
+// arithmetic (fragment layouts, swizzled tiles, descriptors, masks and
+// tile skipping, the online softmax, the stage hand-over, the key split
+// and its merge) is checked here, where no GPU is. The GPU itself runs
+// them in bench/gpu.
 #include "WarpEmulator.h"
 
 #include "EmulatedSpec.h"
 
-#include "../../templates/cuda/tensor_core_attention.cuh"
+#include "../../templates/cuda/wgmma_attention.cuh"
 
 #include "mhagen/reference/Numerics.h"
 #include "mhagen/reference/Reference.h"
@@ -33,7 +35,12 @@ struct Call {
   std::vector<int32_t> kvLens; // padding only
   int splits = 1;
   double inputScale = 1; // larger: larger logits
+  // K/V rows past each sequence's length hold NaN (a cache's unused
+  // slots): a kernel that lets them reach P V writes NaN.
+  bool nanPastLength = false;
 };
+
+enum class Kernel { MmaSync, Wgmma };
 
 template <class S> AttentionSpec specOf() {
   AttentionSpec s;
@@ -55,7 +62,8 @@ template <class S> AttentionSpec specOf() {
 
 // Runs the kernel as the ABI wrapper does (templates/cuda_wrapper.c.in)
 // and compares out and lse with the reference.
-template <class S> void check(const Call &call, const emu::Schedule &sched) {
+template <class S>
+void check(const Call &call, const emu::Schedule &sched, Kernel kernel) {
   using T = typename S::T;
   const AttentionSpec spec = specOf<S>();
   const int64_t H = S::HEADS, KV = H / S::GROUP, D = S::DK;
@@ -75,6 +83,13 @@ template <class S> void check(const Call &call, const emu::Schedule &sched) {
   fill(q, qf, call.B * call.Tq * H * D, call.inputScale);
   fill(k, kf, call.B * call.Tkv * KV * D, call.inputScale);
   fill(v, vf, call.B * call.Tkv * KV * D, 1);
+  if (call.nanPastLength)
+    for (int64_t b = 0; b < call.B; ++b)
+      for (int64_t j = call.kvLens[b]; j < call.Tkv; ++j)
+        for (int64_t c = 0; c < KV * D; ++c) {
+          k[(b * call.Tkv + j) * KV * D + c] = T(NAN);
+          v[(b * call.Tkv + j) * KV * D + c] = T(NAN);
+        }
   std::vector<T> out(call.B * call.Tq * H * D, T(12345.f));
   std::vector<float> lse(call.B * call.Tq * H, 7.f);
   std::vector<float> part(
@@ -103,11 +118,32 @@ template <class S> void check(const Call &call, const emu::Schedule &sched) {
 
   const unsigned rowBlocks =
       static_cast<unsigned>((call.Tq * S::GROUP + S::BM - 1) / S::BM);
-  const size_t shared = (S::BM + 2 * S::BN) * D * sizeof(T);
-  std::string why = emu::launch(
-      {rowBlocks * call.splits, static_cast<unsigned>(KV),
-       static_cast<unsigned>(call.B)},
-      32 * S::WARPS, shared, sched, [&] { mh_tc::attention<S>(p); });
+  const emu::Dim3 grid{rowBlocks * call.splits, static_cast<unsigned>(KV),
+                       static_cast<unsigned>(call.B)};
+  std::string why;
+  if (kernel == Kernel::MmaSync) {
+    const size_t shared = (S::BM + 2 * S::BN) * D * sizeof(T);
+    why = emu::launch(grid, 32 * S::WARPS, shared, sched,
+                      [&] { mh_tc::attention<S>(p); });
+  } else {
+    // The TMA descriptors as the ABI wrapper encodes them (CudaBackend.cpp,
+    // tensorMapCode).
+    const uint64_t dims[4] = {
+        static_cast<uint64_t>(D), static_cast<uint64_t>(KV),
+        static_cast<uint64_t>(call.Tkv), static_cast<uint64_t>(call.B)};
+    const uint32_t box[4] = {64, 1, static_cast<uint32_t>(S::BN), 1};
+    const uint64_t kStrides[3] = {static_cast<uint64_t>(D * 2),
+                                  static_cast<uint64_t>(p.k_ts * 2),
+                                  static_cast<uint64_t>(p.k_bs * 2)};
+    const uint64_t vStrides[3] = {static_cast<uint64_t>(D * 2),
+                                  static_cast<uint64_t>(p.v_ts * 2),
+                                  static_cast<uint64_t>(p.v_bs * 2)};
+    ASSERT_EQ(emu::encodeTensorMap(&p.tm_k, p.k, dims, kStrides, box), "");
+    ASSERT_EQ(emu::encodeTensorMap(&p.tm_v, p.v, dims, vStrides, box), "");
+    using L = mh_tc::Sm90Layout<S>;
+    why = emu::launch(grid, L::THREADS, L::SHARED_BYTES, sched,
+                      [&] { mh_tc::attentionSm90<S>(p); });
+  }
   ASSERT_EQ(why, "");
   if (call.splits > 1) {
     why = emu::launch({static_cast<unsigned>(call.B * H * call.Tq), 1, 1},
@@ -157,12 +193,13 @@ template <class S> void check(const Call &call, const emu::Schedule &sched) {
 }
 
 // Every schedule the emulator has: a race shows in at least one.
-template <class S> void checkSchedules(const Call &call) {
+template <class S>
+void checkSchedules(const Call &call, Kernel kernel = Kernel::MmaSync) {
   for (bool atIssue : {false, true})
     for (bool lastFirst : {false, true}) {
       const emu::Schedule sched{atIssue, lastFirst};
       SCOPED_TRACE(sched.str());
-      check<S>(call, sched);
+      check<S>(call, sched, kernel);
     }
 }
 
@@ -209,6 +246,48 @@ TEST(TensorCoreKernel, EightWarpsOneRow) {
       {2, 1, 1, {}});
   checkSchedules<Spec<__nv_bfloat16, 128, 4, 2, 8, 32, true, 0, false, false>>(
       {1, 130, 130, {}});
+}
+
+// The sm_90a kernel: two consumer warpgroups (8 warps) or one (4), the
+// key tiles its wgmma shapes take (32: n32; 64 and 128: n64 products).
+
+TEST(WgmmaKernel, CausalBf16TwoWarpgroupsRowsNotAMultipleOfTheTile) {
+  // GQA 4 heads per K/V head; 150 tokens: 600 packed rows, 5 row blocks
+  // (the last one partial), more key tiles than stages.
+  checkSchedules<Spec<__nv_bfloat16, 128, 8, 4, 8, 128, true, 0, false, true>>(
+      {1, 150, 150, {}}, Kernel::Wgmma);
+}
+
+TEST(WgmmaKernel, NoMaskF16HeadWidth64OneKvHeadShortQueries) {
+  checkSchedules<Spec<__half, 64, 4, 4, 8, 64, false, 0, false, false>>(
+      {2, 37, 300, {}}, Kernel::Wgmma);
+}
+
+TEST(WgmmaKernel, WindowAndPaddingWithNanPastEachSequence) {
+  // h = n_kv; sequence 1 has no key; the last tile of each sequence
+  // straddles its end over K/V rows of NaN.
+  Call c{3, 50, 190, {190, 0, 150}};
+  c.nanPastLength = true;
+  checkSchedules<Spec<__half, 64, 2, 1, 4, 32, true, 40, true, true>>(
+      c, Kernel::Wgmma);
+}
+
+TEST(WgmmaKernel, HeadWidth256OneWarpgroupHugeLogits) {
+  Call c{1, 70, 70, {}};
+  c.inputScale = 6;
+  checkSchedules<Spec<__nv_bfloat16, 256, 2, 2, 4, 64, true, 0, false, true>>(
+      c, Kernel::Wgmma);
+}
+
+TEST(WgmmaKernel, DecodeSplitKeysMergeToTheUnsplitResult) {
+  checkSchedules<Spec<__half, 128, 8, 4, 8, 64, true, 0, false, true>>(
+      {2, 1, 700, {}, 5}, Kernel::Wgmma);
+}
+
+TEST(TensorCoreKernel, PaddingWithNanPastEachSequence) {
+  Call c{2, 40, 100, {100, 33}};
+  c.nanPastLength = true;
+  checkSchedules<Spec<__half, 64, 4, 2, 4, 32, true, 0, true, false>>(c);
 }
 
 // The index maps on their own.

@@ -5,8 +5,13 @@
 
 #include <ucontext.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <algorithm>
+#include <climits>
 #include <deque>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -30,14 +35,34 @@ struct PendingCopy {
   bool valid;
 };
 
+// A TMA box on its way to shared memory.
+struct PendingBox {
+  void *dst;
+  const void *map;
+  int c[4];
+};
+
+// An mbarrier: the arrivals its phase still waits for, the transaction
+// bytes, the phases completed, and the TMA boxes that complete it.
+struct Barrier {
+  unsigned count = 0, pending = 0;
+  long long tx = 0;
+  unsigned phase = 0;
+  std::vector<PendingBox> boxes;
+};
+
 struct Fiber {
   ucontext_t ctx;
   std::unique_ptr<char[]> stack;
   bool done = false;
   bool atBlockBarrier = false;
+  bool inWarpBarrier = false;
   long blockBarriers = 0, warpBarriers = 0;
-  std::vector<PendingCopy> open;               // issued, not committed
+  long steps = 0;                // yields that were not a blocked wait's retry
+  std::vector<PendingCopy> open; // issued, not committed
   std::deque<std::vector<PendingCopy>> groups; // committed, oldest first
+  std::vector<std::function<void()>> openMma;  // wgmma not committed
+  std::deque<std::vector<std::function<void()>>> mmaGroups;
 };
 
 struct Block {
@@ -45,6 +70,8 @@ struct Block {
   std::vector<Fiber> fibers;
   std::vector<Slot> slots;
   std::vector<unsigned char> shared;
+  unsigned char *sharedBase = nullptr; // 1024-byte aligned
+  std::map<const void *, Barrier> barriers;
   unsigned current = 0;
   Schedule schedule;
   const std::function<void()> *body = nullptr;
@@ -84,38 +111,53 @@ std::string Schedule::str() const {
 
 namespace {
 
-// Runs warp w's lanes in turn, each to its next barrier, until all of them
-// wait at __syncthreads or are done; "" or what diverged.
-std::string runWarpToBlockBarrier(unsigned w) {
+void resume(unsigned i) {
+  block.current = i;
+  threadIdx = {i, 0, 0};
+  swapcontext(&block.main, &block.fibers[i].ctx);
+}
+
+// Runs warp w's lanes until each is done, waits at __syncthreads, or waits
+// on an mbarrier that has not completed. A warp instruction's exchange
+// resumes the lanes that have reached it only once every lane still
+// running has (the lanes furthest behind run first). Sets `progress` when
+// a lane got anywhere; returns "" or what broke the model.
+std::string runWarp(unsigned w, bool &progress) {
   const unsigned first = 32 * w,
                  last = std::min<unsigned>(first + 32, block.fibers.size());
   for (;;) {
+    long behind = LONG_MAX;
+    bool anyDone = false;
+    for (unsigned i = first; i < last; ++i) {
+      const Fiber &f = block.fibers[i];
+      anyDone = anyDone || f.done;
+      if (!f.done && !f.atBlockBarrier)
+        behind = std::min(behind, f.warpBarriers);
+    }
+    if (behind == LONG_MAX)
+      return "";
+    bool moved = false;
     for (unsigned i = first; i < last; ++i) {
       Fiber &f = block.fibers[i];
-      if (f.done || f.atBlockBarrier)
+      if (f.done || f.atBlockBarrier || f.warpBarriers != behind)
         continue;
-      block.current = i;
-      threadIdx = {i, 0, 0};
-      swapcontext(&block.main, &f.ctx);
+      if (f.inWarpBarrier && anyDone)
+        return "lanes of warp " + std::to_string(w) +
+               " run a warp instruction after other lanes returned";
+      const long steps = f.steps;
+      resume(i);
+      moved = moved || f.done || f.steps != steps;
     }
-    unsigned done = 0, waiting = 0;
-    for (unsigned i = first; i < last; ++i) {
-      done += block.fibers[i].done;
-      waiting += block.fibers[i].atBlockBarrier;
-      if (block.fibers[i].warpBarriers != block.fibers[first].warpBarriers)
-        return "the lanes of warp " + std::to_string(w) +
-               " reach different warp instructions";
-    }
-    if (done + waiting == last - first) {
-      if (done && waiting)
-        return "some lanes of warp " + std::to_string(w) +
-               " returned while others wait at __syncthreads";
+    if (!moved)
       return "";
-    }
-    if (done || waiting)
-      return "the lanes of warp " + std::to_string(w) +
-             " diverge around a warp instruction";
+    progress = true;
   }
+}
+
+// Yields to the scheduler until `ready` holds.
+template <class F> void waitUntil(F ready) {
+  while (!ready())
+    swapcontext(&block.fibers[block.current].ctx, &block.main);
 }
 
 } // namespace
@@ -135,14 +177,19 @@ std::string launch(Dim3 grid, unsigned threads, size_t sharedBytes,
       for (unsigned x = 0; x < grid.x; ++x) {
         blockIdx = {x, y, z};
         // Shared memory starts as NaN patterns: a read before a write shows.
-        block.shared.assign(sharedBytes + 128, 0xff);
+        block.shared.assign(sharedBytes + 1024, 0xff);
+        const auto raw = reinterpret_cast<uintptr_t>(block.shared.data());
+        block.sharedBase = block.shared.data() + (1024 - raw % 1024) % 1024;
+        block.barriers.clear();
         for (Fiber &f : block.fibers) {
           if (!f.stack)
             f.stack.reset(new char[kStackBytes]);
-          f.done = f.atBlockBarrier = false;
-          f.blockBarriers = f.warpBarriers = 0;
+          f.done = f.atBlockBarrier = f.inWarpBarrier = false;
+          f.blockBarriers = f.warpBarriers = f.steps = 0;
           f.open.clear();
           f.groups.clear();
+          f.openMma.clear();
+          f.mmaGroups.clear();
           getcontext(&f.ctx);
           f.ctx.uc_stack.ss_sp = f.stack.get();
           f.ctx.uc_stack.ss_size = kStackBytes;
@@ -150,17 +197,27 @@ std::string launch(Dim3 grid, unsigned threads, size_t sharedBytes,
           makecontext(&f.ctx, trampoline, 0);
         }
         for (;;) {
+          bool progress = false;
           for (unsigned k = 0; k < warps; ++k) {
-            const std::string why = runWarpToBlockBarrier(
-                schedule.lastWarpFirst ? warps - 1 - k : k);
+            const std::string why =
+                runWarp(schedule.lastWarpFirst ? warps - 1 - k : k, progress);
             if (!why.empty())
               return why;
           }
-          unsigned done = 0;
-          for (const Fiber &f : block.fibers)
+          unsigned done = 0, waiting = 0;
+          for (const Fiber &f : block.fibers) {
             done += f.done;
+            waiting += f.atBlockBarrier;
+          }
           if (done == threads)
             break;
+          if (done + waiting < threads) {
+            if (!progress)
+              return "deadlock in block (" + std::to_string(x) + ", " +
+                     std::to_string(y) + ", " + std::to_string(z) +
+                     "): every running thread waits on an mbarrier";
+            continue;
+          }
           if (done != 0)
             return "some threads of block (" + std::to_string(x) + ", " +
                    std::to_string(y) + ", " + std::to_string(z) +
@@ -177,6 +234,7 @@ std::string launch(Dim3 grid, unsigned threads, size_t sharedBytes,
 
 void syncthreads() {
   ++self().blockBarriers;
+  ++self().steps;
   self().atBlockBarrier = true;
   swapcontext(&self().ctx, &block.main);
 }
@@ -185,14 +243,18 @@ namespace {
 // The lanes of this thread's warp exchange what they posted.
 void warpBarrier() {
   ++self().warpBarriers;
+  ++self().steps;
+  self().inWarpBarrier = true;
   swapcontext(&self().ctx, &block.main);
+  self().inWarpBarrier = false;
 }
 } // namespace
 
 unsigned char *sharedMemory() {
-  // 128-byte aligned, as the kernel declares its shared array.
-  auto p = reinterpret_cast<uintptr_t>(block.shared.data());
-  return block.shared.data() + ((128 - p % 128) % 128);
+  // 1024-byte aligned (the kernel declares 128 and aligns its sm_90a
+  // tiles to 1024 itself; an aligned base keeps the emulated shared
+  // addresses' swizzle bits those of the offsets).
+  return block.sharedBase;
 }
 
 float shflXor(float v, int laneMask) {
@@ -276,6 +338,256 @@ void waitCopies(int newestPending) {
     for (const PendingCopy &c : f.groups.front())
       perform(c);
     f.groups.pop_front();
+  }
+}
+
+int shflInt(int v, int srcLane) {
+  std::memcpy(block.slots[block.current].w, &v, 4);
+  warpBarrier();
+  int r;
+  std::memcpy(&r, block.slots[warpBase() + (srcLane & 31)].w, 4);
+  warpBarrier();
+  return r;
+}
+
+// sm_90a.
+
+uint32_t sharedAddress(const void *p) {
+  return static_cast<uint32_t>(static_cast<const unsigned char *>(p) -
+                               block.sharedBase);
+}
+
+namespace {
+
+// The 128-byte swizzle on a shared-memory address (PTX ISA, "Shared
+// Memory Matrix Layout"; the TMA's CU_TENSOR_MAP_SWIZZLE_128B): bits 4-6,
+// the 16-byte chunk in a 128-byte row, XOR bits 7-9, the row in a 1024-byte
+// repeat.
+uint32_t swizzle128(uint32_t address) {
+  return address ^ (((address >> 7) & 7u) << 4);
+}
+
+uint16_t sharedHalf(uint32_t address) {
+  uint16_t v;
+  std::memcpy(&v, block.sharedBase + swizzle128(address), 2);
+  return v;
+}
+
+constexpr uint64_t kMapMagic = 0x6d6861676e746d61ull; // what encode writes
+
+struct EmulatedMap {
+  uint64_t magic;
+  const unsigned char *base;
+  uint64_t dims[4], strides[4]; // strides in bytes, strides[0] = 2
+  uint32_t box[4];
+};
+static_assert(sizeof(EmulatedMap) <= 128, "a CUtensorMap is 128 bytes");
+
+void landBox(const PendingBox &b) {
+  EmulatedMap m;
+  std::memcpy(&m, b.map, sizeof m);
+  const uint32_t dst = sharedAddress(b.dst);
+  uint32_t offset = 0;
+  for (uint32_t i3 = 0; i3 < m.box[3]; ++i3)
+    for (uint32_t i2 = 0; i2 < m.box[2]; ++i2)
+      for (uint32_t i1 = 0; i1 < m.box[1]; ++i1)
+        for (uint32_t i0 = 0; i0 < m.box[0]; ++i0, offset += 2) {
+          const long long g[4] = {
+              (long long)b.c[0] + i0, (long long)b.c[1] + i1,
+              (long long)b.c[2] + i2, (long long)b.c[3] + i3};
+          bool inside = true;
+          uint64_t at = 0;
+          for (int d = 0; d < 4; ++d) {
+            inside = inside && g[d] >= 0 && (uint64_t)g[d] < m.dims[d];
+            at += (uint64_t)g[d] * m.strides[d];
+          }
+          uint16_t v = 0;
+          if (inside)
+            std::memcpy(&v, m.base + at, 2);
+          std::memcpy(block.sharedBase + swizzle128(dst + offset), &v, 2);
+        }
+}
+
+void completeIfDone(Barrier &b) {
+  if (b.pending == 0 && b.tx == 0) {
+    ++b.phase;
+    b.pending = b.count;
+  }
+}
+
+Barrier &barrierAt(const uint64_t *bar) {
+  auto it = block.barriers.find(bar);
+  if (it == block.barriers.end()) {
+    std::fprintf(stderr, "emulator: an mbarrier used before its init\n");
+    std::abort();
+  }
+  return it->second;
+}
+
+uint32_t boxBytes(const void *map) {
+  EmulatedMap m;
+  std::memcpy(&m, map, sizeof m);
+  return 2 * m.box[0] * m.box[1] * m.box[2] * m.box[3];
+}
+
+} // namespace
+
+std::string encodeTensorMap(void *map, const void *base, const uint64_t dims[4],
+                            const uint64_t strides[3], const uint32_t box[4]) {
+  if (reinterpret_cast<uintptr_t>(base) % 16)
+    return "the tensor's address is not 16-byte aligned";
+  EmulatedMap m{};
+  m.magic = kMapMagic;
+  m.base = static_cast<const unsigned char *>(base);
+  m.strides[0] = 2;
+  for (int d = 0; d < 4; ++d) {
+    if (dims[d] == 0 || dims[d] > (1ull << 32))
+      return "extent " + std::to_string(d) + " out of range";
+    if (box[d] == 0 || box[d] > 256)
+      return "box extent " + std::to_string(d) + " out of range";
+    m.dims[d] = dims[d];
+    m.box[d] = box[d];
+  }
+  for (int d = 0; d < 3; ++d) {
+    if (strides[d] % 16 || strides[d] >= (1ull << 40))
+      return "stride " + std::to_string(d + 1) +
+             " is not a multiple of 16 bytes below 2^40";
+    m.strides[d + 1] = strides[d];
+  }
+  if (box[0] * 2 > 128)
+    return "a 128-byte swizzle takes boxes of at most 128 bytes a row";
+  std::memset(map, 0, 128);
+  std::memcpy(map, &m, sizeof m);
+  return "";
+}
+
+void tmaLoad4(void *dst, const void *map, uint64_t *bar, const int c[4]) {
+  EmulatedMap m;
+  std::memcpy(&m, map, sizeof m);
+  if (m.magic != kMapMagic || sharedAddress(dst) % 1024) {
+    std::fprintf(stderr, "emulator: a TMA load with a bad descriptor or a "
+                         "destination not 1024-byte aligned\n");
+    std::abort();
+  }
+  const PendingBox box{dst, map, {c[0], c[1], c[2], c[3]}};
+  Barrier &b = barrierAt(bar);
+  if (block.schedule.copiesAtIssue) {
+    landBox(box);
+    b.tx -= boxBytes(map);
+    completeIfDone(b);
+  } else {
+    b.boxes.push_back(box);
+  }
+}
+
+void mbarrierInit(uint64_t *bar, unsigned count) {
+  Barrier &b = block.barriers[bar];
+  b = Barrier{};
+  b.count = b.pending = count;
+}
+
+void mbarrierArrive(uint64_t *bar, unsigned txBytes) {
+  Barrier &b = barrierAt(bar);
+  b.tx += txBytes;
+  if (b.pending == 0) {
+    std::fprintf(stderr, "emulator: more arrivals than an mbarrier counts\n");
+    std::abort();
+  }
+  --b.pending;
+  completeIfDone(b);
+}
+
+void mbarrierWait(uint64_t *bar, unsigned parity) {
+  waitUntil([&] {
+    Barrier &b = barrierAt(bar);
+    // Boxes still on their way land now, the latest they may.
+    for (const PendingBox &box : b.boxes) {
+      landBox(box);
+      b.tx -= boxBytes(box.map);
+    }
+    b.boxes.clear();
+    completeIfDone(b);
+    return (b.phase & 1u) != (parity & 1u);
+  });
+}
+
+namespace {
+
+// Element (row, k) of a K-major operand, or (k, col) of an N-major one,
+// from a 128-byte-swizzle descriptor: rows of 128 bytes, groups of 8 rows
+// `sbo` apart; N-major panels of 64 elements `lbo` apart.
+float descElement(uint64_t desc, int mn, int k, bool nMajor, bool bf16) {
+  const uint32_t start = static_cast<uint32_t>(desc & 0x3FFF) << 4;
+  const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3FFF) << 4;
+  const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3FFF) << 4;
+  if ((desc >> 62) != 1) {
+    std::fprintf(stderr, "emulator: only the 128-byte swizzle is modelled\n");
+    std::abort();
+  }
+  uint32_t a;
+  if (!nMajor)
+    a = start + (mn / 8) * sbo + (mn % 8) * 128 + k * 2;
+  else
+    a = start + (mn / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + (mn % 64) * 2;
+  const uint16_t v = sharedHalf(a);
+  return bf16 ? mhagen::bf16ToFloat(v) : mhagen::f16ToFloat(v);
+}
+
+} // namespace
+
+void wgmma(float *d, int n, uint64_t aDesc, const uint32_t *aRegs,
+           uint64_t bDesc, bool transB, bool accumulate, bool bf16) {
+  const int l = static_cast<int>(lane());
+  const int warpInGroup = static_cast<int>((block.current / 32) % 4);
+  // A from registers: this lane's two rows, gathered from the warp now
+  // (the registers are read at the issue).
+  float aRows[2][16] = {};
+  if (aRegs) {
+    Slot &s = block.slots[block.current];
+    for (int i = 0; i < 4; ++i)
+      s.w[i] = aRegs[i];
+    warpBarrier();
+    for (int h = 0; h < 2; ++h) {
+      const int row = l / 4 + 8 * h;
+      for (int k = 0; k < 16; ++k) {
+        const Slot &sa = block.slots[warpBase() + 4 * (row % 8) + (k % 8) / 2];
+        aRows[h][k] = half16(sa.w[(row / 8) + 2 * (k / 8)], k % 2, bf16);
+      }
+    }
+    warpBarrier();
+  }
+  auto product = [=]() {
+    for (int i = 0; i < n / 8; ++i)
+      for (int e = 0; e < 4; ++e) {
+        const int h = e / 2;
+        const int row = 16 * warpInGroup + l / 4 + 8 * h;
+        const int col = 8 * i + 2 * (l % 4) + e % 2;
+        float acc = accumulate ? d[4 * i + e] : 0.f;
+        for (int k = 0; k < 16; ++k) {
+          const float x =
+              aRegs ? aRows[h][k] : descElement(aDesc, row, k, false, bf16);
+          acc += x * descElement(bDesc, col, k, transB, bf16);
+        }
+        d[4 * i + e] = acc;
+      }
+  };
+  if (block.schedule.copiesAtIssue)
+    product();
+  else
+    self().openMma.push_back(product);
+}
+
+void wgmmaCommit() {
+  self().mmaGroups.push_back(std::move(self().openMma));
+  self().openMma.clear();
+}
+
+void wgmmaWait(int newestPending) {
+  Fiber &f = self();
+  while (static_cast<int>(f.mmaGroups.size()) > newestPending) {
+    for (const auto &op : f.mmaGroups.front())
+      op();
+    f.mmaGroups.pop_front();
   }
 }
 
