@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
+bash scripts/setup-sass-tools.sh
 BUILD_DIR="${MHAGEN_BUILD_DIR:-build}"
 JOBS="${MHAGEN_JOBS:-$(nproc)}"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then

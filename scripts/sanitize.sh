@@ -10,7 +10,7 @@
 # the consumer is built by another compiler on purpose (the main run covers
 # all three). Of the lit tests it runs those of the CLI, spec errors and
 # explain, where input reaches mhagen's own code; the IR tests of halide/
-# and tune/, and the neon and PTX generation tests, spend their time in
+# and tune/, and the neon, PTX and SASS generation tests, spend their time in
 # Halide and LLVM, which are not instrumented, and the main run has them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +35,6 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 fi
 cmake --build "$BUILD_DIR" -j "$JOBS"
 (cd "$BUILD_DIR" &&
-  LIT_FILTER_OUT='^mhagen :: ((halide|tune)/|cli/neon-target|gpu/ptx)' \
+  LIT_FILTER_OUT='^mhagen :: ((halide|tune)/|cli/neon-target|gpu/(ptx|sass))' \
     ctest --output-on-failure -j "$JOBS" -E '^downstream$')
 MHAGEN_FUZZ_SEED="${MHAGEN_FUZZ_SEED:-1}" bash scripts/fuzz.sh "$FUZZ_SECONDS"

@@ -5,8 +5,8 @@
 set -euo pipefail
 
 PACKAGES=(
-  # build tools
-  cmake ninja-build g++ ccache lld-19 python3 clang-format
+  # build tools (python3-venv: the SASS tools' venv, setup-sass-tools.sh)
+  cmake ninja-build g++ ccache lld-19 python3 python3-venv clang-format
   # the sanitized build and the fuzz targets (scripts/sanitize.sh)
   clang-19 libclang-rt-19-dev
   # Halide 14; its CMake config needs LLVM 14's; llc-14 compiles Halide's bitcode

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run ON THE GPU MACHINE (device tool; H100 or H200), after
 # bench/gpu/prepare.sh here. In one run of a few minutes:
-#  1. the SASS of every tensor-core image holds HMMA (cuobjdump);
+#  1. the SASS of every tensor-core image holds HMMA (sm_80/sm_90) or
+#     HGMMA and UTMALDG (sm_90a) (cuobjdump);
 #  2. every tensor-core kernel (bench/gpu/tensor_core.mha) on the issue's
 #     shapes, each checked against the f64 reference on sampled rows and
 #     timed on device-resident tensors (one warm call, then the median);
@@ -22,8 +23,10 @@ ldd "$run" | grep "not found" && echo "missing libraries for the runner"
 
 echo "== SASS: tensor-core instructions per image"
 for f in "$dir"/sass/*.fatbin; do
-  printf "%-70s HMMA %s\n" "$(basename "$f")" \
-    "$(cuobjdump --dump-sass "$f" 2>&1 | grep -c HMMA)"
+  sass=$(cuobjdump --dump-sass "$f" 2>&1)
+  printf "%-70s HMMA %s HGMMA %s UTMALDG %s\n" "$(basename "$f")" \
+    "$(grep -c ' HMMA' <<< "$sass")" "$(grep -c HGMMA <<< "$sass")" \
+    "$(grep -c UTMALDG <<< "$sass")"
 done
 
 bench() { # library kernel B T Tkv reps
@@ -50,22 +53,27 @@ PY
 }
 
 tc="$dir/tc/libgpu_tensor_core.so"
-echo "== tensor-core kernels (cuda backend)"
-for d in f16 bf16; do
-  bench "$tc" tc_gqa_$d 1 512 512 50        # S1
-  bench "$tc" tc_gqa_$d 1 2048 2048 20      # S2
-  bench "$tc" tc_gqa_$d 8 4096 4096 5       # B8 T4096
-  bench "$tc" tc_mha_$d 4 512 512 50        # S3
-  bench "$tc" tc_win_$d 1 8192 8192 5       # Gemma-2-like
-  bench "$tc" tc_gqa_$d 16 1 8192 50        # decode, split keys
+# tc_: mma.sync (cuda_sm80); h_: wgmma with TMA (cuda_sm90a).
+for p in tc h; do
+  echo "== $p kernels (cuda backend)"
+  for d in f16 bf16; do
+    bench "$tc" ${p}_gqa_$d 1 512 512 50       # S1
+    bench "$tc" ${p}_gqa_$d 1 2048 2048 20     # S2
+    bench "$tc" ${p}_gqa_$d 8 4096 4096 5      # B8 T4096
+    bench "$tc" ${p}_mha_$d 4 512 512 50       # S3
+    bench "$tc" ${p}_win_$d 1 8192 8192 5      # Gemma-2-like
+    bench "$tc" ${p}_gqa_$d 16 1 8192 50       # decode, split keys
+  done
 done
 echo "== edge cases"
-bench "$tc" tc_gqa_f16 2 1 1 3
-bench "$tc" tc_gqa_bf16 3 77 77 3
-bench "$tc" tc_gqa_bf16 2 40 1000 3
-bench "$tc" tc_pad_lse_f16 4 100 300 3
-bench "$tc" tc_kv1_bf16 2 333 333 3
-bench "$tc" tc_kv1_bf16 2 1 5000 3
+for p in tc h; do
+  bench "$tc" ${p}_gqa_f16 2 1 1 3
+  bench "$tc" ${p}_gqa_bf16 3 77 77 3
+  bench "$tc" ${p}_pad_lse_f16 4 100 300 3
+  bench "$tc" ${p}_kv1_bf16 2 333 333 3
+  bench "$tc" ${p}_kv1_bf16 2 1 5000 3
+  bench "$tc" ${p}_gqa_bf16 2 40 1000 3
+done
 
 echo "== Halide CUDA kernels (fallback), S1"
 for k in gpu_gqa_f16 gpu_gqa_bf16; do

@@ -20,6 +20,12 @@ config.substitutions.append(("%inputs", os.path.join(config.mhagen_test_src, "In
 config.substitutions.append(("%mhagen", os.path.join(config.mhagen_tools_dir, "mhagen")))
 if config.ptxas:
     config.substitutions.append(("%ptxas", config.ptxas))
+if config.cuobjdump:
+    config.substitutions.append(("%cuobjdump", config.cuobjdump))
+    # cuobjdump runs the nvdisasm next to it.
+    llvm_config.with_environment(
+        "PATH", os.path.dirname(os.path.realpath(config.cuobjdump)),
+        append_path=True)
 for feature in config.available_features_extra:
     config.available_features.add(feature)
 # Generated kernels must not depend on the machine's thread count.
