@@ -245,21 +245,22 @@ TensorCode tensorCode(const AttentionSpec &s,
 // The sm_90a kernel's TMA descriptors of K and V: [B][T_kv][kv heads][dk]
 // (channels contiguous, heads dk apart, the ABI's token and batch
 // strides), boxes of 64 channels x key_tile keys of one head, 128-byte
-// swizzled; keys past T_kv read as zeros.
+// swizzled; keys past T_kv read as zeros. A call without keys loads
+// nothing, but the driver takes no empty extent.
 std::string tensorMapCode(const AttentionSpec &s, const TensorCoreTiles &t) {
   std::string code;
   for (const char *n : {"k", "v"}) {
     const std::string x = n;
-    code +=
-        "  if (rc == 0) {\n    const uint64_t dims[4] = {" +
-        std::to_string(s.d_k) + ", " + std::to_string(s.n_kv) +
-        ", (uint64_t)TKV, (uint64_t)B};\n    const uint64_t strides[3] = {" +
-        std::to_string(s.d_k * 2) + ", (uint64_t)str_" + x +
-        "[1] * 2, (uint64_t)str_" + x +
-        "[0] * 2};\n    const uint32_t box[4] = {64, 1, " +
-        std::to_string(t.keyTile) +
-        ", 1};\n    rc = mhagen_cuda_tensor_map(&p.tm_" + x + ", d_" + x +
-        ", dims, strides, box, err, errlen);\n  }\n";
+    code += "  if (rc == 0) {\n    const uint64_t dims[4] = {" +
+            std::to_string(s.d_k) + ", " + std::to_string(s.n_kv) +
+            ", (uint64_t)(TKV > 0 ? TKV : 1), (uint64_t)B};\n    const "
+            "uint64_t strides[3] = {" +
+            std::to_string(s.d_k * 2) + ", (uint64_t)str_" + x +
+            "[1] * 2, (uint64_t)str_" + x +
+            "[0] * 2};\n    const uint32_t box[4] = {64, 1, " +
+            std::to_string(t.keyTile) +
+            ", 1};\n    rc = mhagen_cuda_tensor_map(&p.tm_" + x + ", d_" + x +
+            ", dims, strides, box, err, errlen);\n  }\n";
   }
   return code;
 }
