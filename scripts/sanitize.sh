@@ -4,7 +4,7 @@
 # (MHAGEN_SANITIZE), leak detection on. Runs the unit, spec, runtime,
 # tuning, property and CLI/lit tests, a small numerical subset, every fuzz
 # corpus, then each libFuzzer target for a bounded time
-# ($MHAGEN_FUZZ_SECONDS, default 20 s each). The MLIR backend, the
+# ($MHAGEN_FUZZ_SECONDS, default 15 s each). The MLIR backend, the
 # benchmarks and the downstream CMake consumer are left out here: MLIR's
 # static LLVM is not instrumented and costs minutes to link per tool, and
 # the consumer is built by another compiler on purpose (the main run covers
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
 BUILD_DIR="${MHAGEN_ASAN_BUILD_DIR:-build-asan}"
 JOBS="${MHAGEN_JOBS:-$(nproc)}"
-FUZZ_SECONDS="${MHAGEN_FUZZ_SECONDS:-20}"
+FUZZ_SECONDS="${MHAGEN_FUZZ_SECONDS:-15}"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=0"
 export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
