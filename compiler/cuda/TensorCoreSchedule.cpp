@@ -10,11 +10,13 @@ namespace mhagen::cuda {
 namespace {
 
 // f32 accumulators a thread holds: the output rows (dk / 2) and the score
-// tile (key_tile / 2). Past 144 of them, ptxas spills or runs out of
+// tile (key_tile / 2). Past 140 of them, ptxas spills or runs out of
 // its 255 registers for addresses and fragments (measured with ptxas -v on
 // sm_80: dk 128 with key_tile 64 uses 236 registers with its Q fragments,
-// with 128 it uses 248; dk 256 with 32 uses 242).
-constexpr int64_t kAccumulatorBudget = 144;
+// with 128 it uses 248; dk 256 with 32 keys (144) spills 4-8 bytes on
+// sm_80, sm_86 and sm_90 once lse, a GQA group of 4 or padding add their
+// registers, so dk 256 takes 16-key tiles).
+constexpr int64_t kAccumulatorBudget = 140;
 
 // The sm_90a kernel's consumers hold the same accumulators (wgmma's m64
 // fragments spread 64 rows over 128 threads as mma.sync's 16 over 32) with
@@ -41,12 +43,14 @@ TensorCoreTiles tensorCoreTiles(const AttentionSpec &s,
 ScheduleSpace tensorCoreScheduleSpace(const AttentionSpec &s) {
   ScheduleSpace space;
   space.params = {
-      {"key_tile", {32, 64, 128}, "keys per K/V tile staged in shared memory"},
+      {"key_tile",
+       {16, 32, 64, 128},
+       "keys per K/V tile staged in shared memory"},
       {"warps", {4, 8}, "warps per block; each owns 16 packed query rows"}};
   // The widest tile whose accumulators fit the register budget, at most
   // 64 keys (FlashAttention 2's choice for dk <= 128 on sm_80).
   int64_t tile = 64;
-  while (tile > 32 && s.d_k / 2 + tile / 2 > kAccumulatorBudget)
+  while (tile > 16 && s.d_k / 2 + tile / 2 > kAccumulatorBudget)
     tile /= 2;
   // 4 warps: 64 rows keep a T_q of a few hundred in many blocks, and a
   // decode row block (T_q * group rows) wastes fewer of its rows.
@@ -67,6 +71,9 @@ ScheduleSpace tensorCoreScheduleSpace(const AttentionSpec &s) {
     if (!why.empty())
       return why;
     const TensorCoreTiles t = tensorCoreTiles(s, p);
+    if (t.wgmma && t.keyTile < 32)
+      return std::string("key_tile ") + std::to_string(t.keyTile) +
+             ": the sm_90a kernel's smallest wgmma tile is 32 keys";
     const int64_t budget = accumulatorBudget(t);
     if (dk / 2 + t.keyTile / 2 > budget)
       return "key_tile " + std::to_string(t.keyTile) + " with d_k " +

@@ -46,12 +46,15 @@ __device__ __forceinline__ void loadTile(typename S::T *tile,
  * splits the keys). */
 struct BlockWork {
   int split, kvHead, b;
-  long long row0;   /* first packed row of the block */
-  long long rows;   /* packed rows of the call: T_q * group */
-  long long offset; /* T_kv - T_q: a row's position is token + offset */
-  long long len;    /* padding: the sequence's keys; else T_kv */
-  long long keys;   /* K/V rows worth loading: min(len, T_kv) */
-  long long pFirst, pLast;
+  long long row0; /* first packed row of the block */
+  long long rows; /* packed rows of the call: T_q * group */
+  /* Positions and key counts fit 32 bits (T_q and T_kv are int32); 32-bit
+   * mask arithmetic keeps dk 256's registers within 255 (with 64-bit
+   * positions its sm_90 SASS spills). */
+  int offset; /* T_kv - T_q: a row's position is token + offset */
+  int len;    /* padding: the sequence's keys; else T_kv */
+  int keys;   /* K/V rows worth loading: min(len, T_kv) */
+  int pFirst, pLast;
   TileRange tiles;
 };
 
@@ -69,11 +72,11 @@ __device__ __forceinline__ BlockWork blockWork(const Params &p) {
   w.rows = (long long)p.tq * S::GROUP;
   const long long lastRow =
       (w.row0 + S::BM < w.rows ? w.row0 + S::BM : w.rows) - 1;
-  w.offset = (long long)p.tkv - p.tq;
-  w.len = MASK.padding ? (long long)p.kv_lens[w.b] : p.tkv;
+  w.offset = p.tkv - p.tq;
+  w.len = MASK.padding ? p.kv_lens[w.b] : p.tkv;
   w.keys = w.len < p.tkv ? w.len : p.tkv;
-  w.pFirst = w.row0 / S::GROUP + w.offset;
-  w.pLast = lastRow / S::GROUP + w.offset;
+  w.pFirst = (int)(w.row0 / S::GROUP) + w.offset;
+  w.pLast = (int)(lastRow / S::GROUP) + w.offset;
   w.tiles = keyTiles(MASK, w.pFirst, w.pLast, p.tkv, w.len, S::BN);
   if (p.splits > 1) {
     const long long n = w.tiles.hi - w.tiles.lo + 1;
@@ -110,7 +113,7 @@ forQueryChunks(const Params &p, const BlockWork &w, int threads, Put put) {
  * lane / 4 + 8 h` of the block, whether it is a row of the call, and its
  * position. */
 struct LaneRows {
-  long long pos[2];
+  int pos[2];
   bool live[2];
 };
 template <class S>
@@ -121,7 +124,7 @@ __device__ __forceinline__ LaneRows laneRows(const BlockWork &w, int r0,
   for (int h = 0; h < 2; ++h) {
     const long long row = w.row0 + r0 + (lane >> 2) + 8 * h;
     r.live[h] = row < w.rows;
-    r.pos[h] = row / S::GROUP + w.offset;
+    r.pos[h] = (int)(row / S::GROUP) + w.offset;
   }
   return r;
 }
@@ -143,7 +146,7 @@ softmaxTile(float (&s)[S::BN / 8][4], float (&o)[S::DK / 8][4], float (&m)[2],
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e >> 1;
-        const long long j = j0 + i * 8 + fragCCol(lane, e);
+        const int j = (int)j0 + i * 8 + fragCCol(lane, e);
         if (!r.live[h] || !visible(MASK, r.pos[h], j, p.tkv, w.len))
           s[i][e] = ninf;
       }

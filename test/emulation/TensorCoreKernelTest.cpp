@@ -238,6 +238,11 @@ TEST(TensorCoreKernel, HeadWidth256HugeLogits) {
   Call c{1, 33, 33, {}};
   c.inputScale = 6; // logits up to ~1e2
   checkSchedules<Spec<__half, 256, 2, 2, 4, 32, true, 0, false, true>>(c);
+  // The default tile for dk 256 (16 keys): one k16 step a tile; GQA 4 with
+  // padding.
+  Call d{2, 21, 40, {40, 17}};
+  d.inputScale = 6;
+  checkSchedules<Spec<__half, 256, 8, 4, 4, 16, true, 0, true, true>>(d);
 }
 
 TEST(TensorCoreKernel, EightWarpsOneRow) {
