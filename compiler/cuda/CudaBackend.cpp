@@ -130,6 +130,12 @@ std::string translationUnit(const AttentionSpec &s, const TensorCoreTiles &t) {
               "  mh_tc::attention<Spec>(p);\n}\n\n")
     << "extern \"C\" __global__ void mhagen_combine(const mh_tc_params p) {\n"
     << "  mh_tc::combineSplits<Spec>(p);\n}\n";
+  // The launch's shared memory comes from TensorCoreTiles; the sm_90a
+  // kernel lays it out from Sm90Layout. nvcc holds the two to one value.
+  if (t.wgmma)
+    o << "\nstatic_assert(mh_tc::Sm90Layout<Spec>::SHARED_BYTES == "
+      << t.sharedBytes(s.d_k)
+      << ", \"the launch's shared memory is the kernel's layout\");\n";
   return o.str();
 }
 
