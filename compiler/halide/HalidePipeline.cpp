@@ -153,6 +153,10 @@ std::vector<Func> outputsOf(const BuiltPipeline &bp, const AttentionSpec &s) {
     out.push_back(*bp.newKeys);
     out.push_back(*bp.newValues);
   }
+  if (bp.newKeyScales) {
+    out.push_back(*bp.newKeyScales);
+    out.push_back(*bp.newValueScales);
+  }
   return out;
 }
 
@@ -293,6 +297,24 @@ void defineSdpaOutputs(const AttentionSpec &s, const hl::AttentionTiles &tiles,
   }
 }
 
+/// Symmetric int8 rows (kv_dtype = i8): per (channel row g, t, b) of
+/// `rows` (width channels), amax = max |x|, scale = amax / 127 and
+/// q = round(x * 127 / amax) in [-127, 127], ties to even, in f64 as
+/// mhagen_kv_quantize_i8 does (so a row the layer appends holds the bytes
+/// the runtime's quantiser writes for the same f32 values).
+void defineRowQuantisation(Func rows, int64_t width, const AttentionVars &v,
+                           Func amax, Func quantised, Func scales) {
+  RDom r(0, static_cast<int>(width), amax.name() + "_r");
+  amax(v.g, v.t, v.b) = maximum(abs(rows(r, v.g, v.t, v.b)));
+  scales(v.g, v.t, v.b) = amax(v.g, v.t, v.b) / 127.0f;
+  const Expr m = amax(v.g, v.t, v.b);
+  const Expr top = Internal::make_const(Float(64), 127.0);
+  const Expr inv =
+      select(m > 0.0f, top / cast<double>(m), Internal::make_zero(Float(64)));
+  quantised(v.c, v.g, v.t, v.b) = cast<int8_t>(
+      clamp(round(cast<double>(rows(v.c, v.g, v.t, v.b)) * inv), -top, top));
+}
+
 /// op = layer: the projections around the attention core.
 void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
                  const std::optional<AttentionTiles> &decodeTiles,
@@ -374,24 +396,55 @@ void defineLayer(const AttentionSpec &s, const hl::AttentionTiles &tiles,
     // the call's, then the new rows as stored (so a call attends over
     // exactly what the next call reads back). Indices are clamped: both
     // sides of the select are loaded.
-    const Type stored = halideType(backend::abiShapeOf(s).kv, bf16AsBits(s));
     bp.newKeys = Func("k_new");
-    (*bp.newKeys)(v.c, v.g, v.t, v.b) =
-        fromF32(s, stored, channel(kCols, v.c, v.g));
     bp.newValues = Func("v_new");
-    (*bp.newValues)(v.c, v.g, v.t, v.b) = fromF32(s, stored, valueCol);
     ImageParam kc = param("k"), vc = param("v");
     const Expr capacity = kc.dim(2).extent();
     const Expr before = in.kvLen(v.b) - tokens;
     const Expr old = v.t < before;
     const Expr cacheRow = clamp(v.t, 0, capacity - 1);
     const Expr newRow = clamp(v.t - before, 0, tokens - 1);
-    in.k(v.c, v.g, v.t, v.b) =
-        select(old, f32(kc(v.c, v.g, cacheRow, v.b)),
-               f32((*bp.newKeys)(v.c, v.g, newRow, v.b)));
-    in.v(v.c, v.g, v.t, v.b) =
-        select(old, f32(vc(v.c, v.g, cacheRow, v.b)),
-               f32((*bp.newValues)(v.c, v.g, newRow, v.b)));
+    if (s.kvQuantized()) {
+      // int8 rows with one scale each, as mhagen_kv_quantize_i8 writes
+      // them (docs/design.md §5): the rows are computed once, so that the
+      // row maximum and the quantised values see the same numbers.
+      bp.keyRows = Func("k_new_rows");
+      (*bp.keyRows)(v.c, v.g, v.t, v.b) = channel(kCols, v.c, v.g);
+      bp.valueRows = Func("v_new_rows");
+      (*bp.valueRows)(v.c, v.g, v.t, v.b) = valueCol;
+      bp.newKeyScales = Func("k_new_scale");
+      bp.newValueScales = Func("v_new_scale");
+      bp.keyRowMax = Func("k_new_amax");
+      bp.valueRowMax = Func("v_new_amax");
+      defineRowQuantisation(*bp.keyRows, s.d_k, v, *bp.keyRowMax, *bp.newKeys,
+                            *bp.newKeyScales);
+      defineRowQuantisation(*bp.valueRows, s.d_v, v, *bp.valueRowMax,
+                            *bp.newValues, *bp.newValueScales);
+      ImageParam ks = param("k_scale"), vs = param("v_scale");
+      auto dequantised = [&](Func rows, Func scales, ImageParam cache,
+                             ImageParam cacheScales) {
+        return select(old,
+                      cast<float>(cache(v.c, v.g, cacheRow, v.b)) *
+                          cacheScales(v.g, cacheRow, v.b),
+                      cast<float>(rows(v.c, v.g, newRow, v.b)) *
+                          scales(v.g, newRow, v.b));
+      };
+      in.k(v.c, v.g, v.t, v.b) =
+          dequantised(*bp.newKeys, *bp.newKeyScales, kc, ks);
+      in.v(v.c, v.g, v.t, v.b) =
+          dequantised(*bp.newValues, *bp.newValueScales, vc, vs);
+    } else {
+      const Type stored = halideType(backend::abiShapeOf(s).kv, bf16AsBits(s));
+      (*bp.newKeys)(v.c, v.g, v.t, v.b) =
+          fromF32(s, stored, channel(kCols, v.c, v.g));
+      (*bp.newValues)(v.c, v.g, v.t, v.b) = fromF32(s, stored, valueCol);
+      in.k(v.c, v.g, v.t, v.b) =
+          select(old, f32(kc(v.c, v.g, cacheRow, v.b)),
+                 f32((*bp.newKeys)(v.c, v.g, newRow, v.b)));
+      in.v(v.c, v.g, v.t, v.b) =
+          select(old, f32(vc(v.c, v.g, cacheRow, v.b)),
+                 f32((*bp.newValues)(v.c, v.g, newRow, v.b)));
+    }
     in.tkv = capacity;
   } else {
     if (s.rope.enabled() || s.qk_norm.enabled()) {
@@ -492,6 +545,14 @@ BuiltPipeline buildPipeline(const AttentionSpec &s,
       o.dim(3).set_min(0);
     }
   }
+  if (bp.newKeyScales)
+    for (Func f : {*bp.newKeyScales, *bp.newValueScales}) {
+      // Dense [B, T, kv] scratch scales from the wrapper.
+      OutputImageParam o = f.output_buffer();
+      o.dim(0).set_min(0).set_extent(static_cast<int>(s.n_kv)).set_stride(1);
+      o.dim(1).set_min(0).set_stride(static_cast<int>(s.n_kv));
+      o.dim(2).set_min(0);
+    }
   return bp;
 }
 
@@ -542,6 +603,14 @@ void applyCpuSchedule(BuiltPipeline &bp, const AttentionSpec &s,
     // Outputs, so computed once per call like k_final above.
     hl::scheduleKeysOnceCpu(*bp.newKeys, bp.v, p);
     hl::scheduleKeysOnceCpu(*bp.newValues, bp.v, p);
+  }
+  if (bp.keyRows) {
+    // int8 rows: the f32 rows once, then their maxima and scales.
+    hl::scheduleKeysOnceCpu(*bp.keyRows, bp.v, p);
+    hl::scheduleKeysOnceCpu(*bp.valueRows, bp.v, p);
+    for (Func f :
+         {*bp.keyRowMax, *bp.valueRowMax, *bp.newKeyScales, *bp.newValueScales})
+      f.compute_root().parallel(bp.v.t);
   }
   bp.core.compute_root();
   hl::scheduleAttentionCpu(bp.attention, bp.core, bp.v, s, p);

@@ -50,12 +50,16 @@ struct BuiltPipeline {
   /// the cache's storage type, [B, T, kv, dk]: outputs the wrapper appends
   /// to the cache after the pipeline (halide_wrapper.c.in).
   std::optional<Halide::Func> newKeys, newValues;
+  /// kv_dtype = i8: the new rows in f32 (computed once), their maxima, and
+  /// their scales [B, T, kv] (outputs the wrapper appends beside them).
+  std::optional<Halide::Func> keyRows, valueRows, keyRowMax, valueRowMax;
+  std::optional<Halide::Func> newKeyScales, newValueScales;
   std::vector<int64_t> projectionWidths;
   Halide::ImageParam kvLens;
 };
 
 /// The pipeline's outputs: the ABI model's (out, then lse), then a layer
-/// cache's new K and V rows.
+/// cache's new K and V rows (and with kv_dtype = i8 their scales).
 std::vector<Halide::Func> outputsOf(const BuiltPipeline &bp,
                                     const AttentionSpec &s);
 

@@ -15,60 +15,89 @@ namespace {
 
 /// A layer's cache (kv_cache = contiguous): the pipeline writes the call's
 /// K/V rows to dense scratch (its outputs k_new, v_new, [B, TQ, kv, dk]
-/// in the cache's type); after it, each sequence's rows are copied to its
-/// cache rows [kv_lens[b] - TQ, kv_lens[b]). The runtime has checked
-/// kv_lens[b] in [TQ, TKV] and that the cache aliases no other tensor.
+/// in the cache's type, and with kv_dtype = i8 their scales k_new_scale,
+/// v_new_scale, [B, TQ, kv]); after it, each sequence's rows are copied
+/// to its cache rows [kv_lens[b] - TQ, kv_lens[b]). The runtime has
+/// checked kv_lens[b] in [TQ, TKV] and that the cache aliases no other
+/// tensor.
 struct CacheAppend {
-  std::string setup, teardown;
+  std::string setup, teardown, params, callArgs;
+  std::vector<std::string> scratch; ///< the malloc'd buffers
 };
+
+/// One scratch output of `width` elements per (token, kv head), and its
+/// copy into the cache tensor `dest` (with its token and batch strides)
+/// after the pipeline.
+void appendRows(CacheAppend &c, const std::string &scratch,
+                const std::string &dest, int64_t kv, int64_t width, int bytes,
+                const char *typeCode) {
+  const std::string elem = std::to_string(bytes), K = std::to_string(kv);
+  const std::string w = std::to_string(width);
+  const std::string row = "(int64_t)" + K + " * " + w;
+  const std::string mem = "mh_" + scratch, buf = "buf_" + scratch;
+  const bool rowsHaveWidth = width > 1; // else [B, TQ, kv]: 3 dims
+  const std::string rank = rowsHaveWidth ? "4" : "3";
+  c.setup += "  void *" + mem + " = malloc((size_t)(B * TQ * " + row + " * " +
+             elem + "));\n";
+  c.setup += "  halide_buffer_t " + buf + ";\n";
+  c.setup += "  halide_dimension_t dim_" + scratch + "[" + rank + "];\n";
+  c.setup += rowsHaveWidth ? "  {\n    const int64_t e[4] = {" + w + ", " + K +
+                                 ", TQ, B};\n    const int64_t s[4] = {1, " +
+                                 w + ", " + row + ", TQ * " + row + "};\n"
+                           : "  {\n    const int64_t e[3] = {" + K +
+                                 ", TQ, B};\n    const int64_t s[3] = {1, " +
+                                 K + ", TQ * " + K + "};\n";
+  c.setup += "    mh_buffer(&" + buf + ", dim_" + scratch + ", " + mem + ", " +
+             typeCode + ", " + std::to_string(8 * bytes) + ", " + rank +
+             ", e, s);\n  }\n";
+  c.teardown += "    {\n      const int64_t ts = a->" + dest +
+                "_token_stride ? a->" + dest + "_token_stride : " + row + ";\n";
+  c.teardown += "      const int64_t bs = a->" + dest + "_batch_stride ? a->" +
+                dest + "_batch_stride : ts * TKV;\n";
+  c.teardown += "      for (int64_t b = 0; b < B; ++b)\n"
+                "        for (int64_t t = 0; t < TQ; ++t)\n";
+  c.teardown += "          memcpy((char *)(uintptr_t)a->" + dest +
+                " + (b * bs + (a->kv_lens[b] - TQ + t) * ts) * " + elem +
+                ",\n                 (const char *)" + mem +
+                " + (b * TQ + t) * " + row + " * " + elem +
+                ",\n                 (size_t)(" + row + " * " + elem +
+                "));\n    }\n";
+  c.params += ", halide_buffer_t *" + scratch;
+  c.callArgs += ", &" + buf;
+  c.scratch.push_back(mem);
+}
 
 CacheAppend cacheAppend(const AttentionSpec &s) {
   // GPU targets are refused (the spec's rule): bf16 is Halide's bfloat.
   const int bytes =
       static_cast<int>(abi::scalarBytes(backend::abiShapeOf(s).kv));
-  const std::string elem = std::to_string(bytes), kv = std::to_string(s.n_kv);
-  // halide_type_code_t of the cache's elements: bfloat, float.
-  const std::string typeCode = s.kvType() == KvType::BF16 ? "4" : "2";
+  // halide_type_code_t of the cache's elements: int, bfloat, float.
+  const char *typeCode = s.kvQuantized()              ? "0"
+                         : s.kvType() == KvType::BF16 ? "4"
+                                                      : "2";
   CacheAppend c;
   c.setup = "  /* The call's new K/V rows, appended to the cache after the "
             "pipeline. */\n";
   c.teardown = "  if (rc == 0) {\n";
-  const std::pair<const char *, int64_t> rows[] = {{"k", s.d_k}, {"v", s.d_v}};
-  for (const auto &[name, width] : rows) {
-    const std::string n = name, w = std::to_string(width);
-    const std::string row = "(int64_t)" + kv + " * " + w;
-    c.setup += "  void *mh_" + n + "_new = malloc((size_t)(B * TQ * " + row +
-               " * " + elem + "));\n";
-    c.setup += "  halide_buffer_t buf_" + n + "_new;\n";
-    c.setup += "  halide_dimension_t dim_" + n + "_new[4];\n";
-    c.setup +=
-        "  {\n    const int64_t e[4] = {" + w + ", " + kv + ", TQ, B};\n";
-    c.setup += "    const int64_t s[4] = {1, " + w + ", " + row + ", TQ * " +
-               row + "};\n";
-    c.setup += "    mh_buffer(&buf_" + n + "_new, dim_" + n + "_new, mh_" + n +
-               "_new, " + typeCode + ", " + std::to_string(8 * bytes) +
-               ", 4, e, s);\n  }\n";
-    c.teardown += "    {\n      const int64_t ts = a->" + n +
-                  "_token_stride ? a->" + n + "_token_stride : " + row + ";\n";
-    c.teardown += "      const int64_t bs = a->" + n + "_batch_stride ? a->" +
-                  n + "_batch_stride : ts * TKV;\n";
-    c.teardown += "      for (int64_t b = 0; b < B; ++b)\n"
-                  "        for (int64_t t = 0; t < TQ; ++t)\n";
-    c.teardown += "          memcpy((char *)(uintptr_t)a->" + n +
-                  " + (b * bs + (a->kv_lens[b] - TQ + t) * ts) * " + elem +
-                  ",\n                 (const char *)mh_" + n +
-                  "_new + (b * TQ + t) * " + row + " * " + elem +
-                  ",\n                 (size_t)(" + row + " * " + elem +
-                  "));\n    }\n";
+  appendRows(c, "k_new", "k", s.n_kv, s.d_k, bytes, typeCode);
+  appendRows(c, "v_new", "v", s.n_kv, s.d_v, bytes, typeCode);
+  if (s.kvQuantized()) {
+    appendRows(c, "k_new_scale", "k_scale", s.n_kv, 1, 4, "2");
+    appendRows(c, "v_new_scale", "v_scale", s.n_kv, 1, 4, "2");
   }
-  c.setup += "  if (!mh_k_new || !mh_v_new) {\n"
-             "    free(mh_k_new);\n"
-             "    free(mh_v_new);\n"
+  std::string anyMissing, freeAll;
+  for (const std::string &mem : c.scratch) {
+    anyMissing += (anyMissing.empty() ? "!" : " || !") + mem;
+    freeAll += "    free(" + mem + ");\n";
+  }
+  c.setup += "  if (" + anyMissing + ") {\n" + freeAll +
              "    snprintf(err, errlen, \"cannot allocate the new K/V "
              "rows\");\n"
              "    return -1;\n"
              "  }\n";
-  c.teardown += "  }\n  free(mh_k_new);\n  free(mh_v_new);\n";
+  c.teardown += "  }\n";
+  for (const std::string &mem : c.scratch)
+    c.teardown += "  free(" + mem + ");\n";
   return c;
 }
 
@@ -140,8 +169,8 @@ std::string wrapperSource(const AttentionSpec &s, const std::string &symbol,
     includes += "#include <stdlib.h>\n";
     setup += append.setup;
     teardown = append.teardown + teardown;
-    params += ", halide_buffer_t *k_new, halide_buffer_t *v_new";
-    callArgs += ", &buf_k_new, &buf_v_new";
+    params += append.params;
+    callArgs += append.callArgs;
   }
   // The pipeline a call runs: the long-call variant for the calls in its
   // range, where the kernel has one.

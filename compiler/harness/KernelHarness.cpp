@@ -183,19 +183,31 @@ Problem::Problem(const AttentionSpec &s, ProblemSize size,
           o.kvLen >= 0 ? std::clamp<int64_t>(o.kvLen, least, Tkv) : u(rng)));
   }
   if (s.cachedLayer()) {
-    // Rows from each sequence's first new token on hold NaN: the call
-    // writes its own and must read neither those nor the ones past them.
+    // Rows from each sequence's first new token on hold NaN (int8: 127
+    // with a NaN scale): the call writes its own and must read neither
+    // those nor the ones past them.
+    const float nan = std::numeric_limits<float>::quiet_NaN();
     for (const char *name : {"k", "v"}) {
       Tensor &t = inputs_.at(name);
       const size_t row = t.f32.size() / static_cast<size_t>(B * Tkv);
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t r = lens_[b] - size_.Tq; r < Tkv; ++r)
+        for (int64_t r = lens_[b] - size_.Tq; r < Tkv; ++r) {
+          const size_t first = static_cast<size_t>(b * Tkv + r);
           for (size_t e = 0; e < row; ++e) {
-            const size_t at = static_cast<size_t>(b * Tkv + r) * row + e;
-            t.f32[at] = std::numeric_limits<float>::quiet_NaN();
+            const size_t at = first * row + e;
+            t.f32[at] = nan;
             if (!t.bits.empty())
               t.bits[at] = s.kvType() == KvType::BF16 ? 0x7fc0 : 0x7e00;
+            if (!t.i8.empty())
+              t.i8[at] = 127;
           }
+          if (!t.i8.empty()) { // one scale per kv head's row
+            Tensor &scales = inputs_.at(std::string(name) + "_scale");
+            const size_t heads = scales.f32.size() / (B * Tkv);
+            for (size_t g = 0; g < heads; ++g)
+              scales.f32[first * heads + g] = nan;
+          }
+        }
       cacheBefore_[name] = t.f32; // what the kernel must leave as it was
     }
   }
@@ -505,11 +517,30 @@ std::vector<double> Problem::reference(const std::vector<int64_t> &rows,
 }
 
 namespace {
-double storeBf16(double x) {
-  return bf16ToFloat(floatToBf16(static_cast<float>(x)));
+void storeBf16(double *row, int64_t width) {
+  for (int64_t c = 0; c < width; ++c)
+    row[c] = bf16ToFloat(floatToBf16(static_cast<float>(row[c])));
 }
-double storeF16(double x) {
-  return f16ToFloat(floatToF16(static_cast<float>(x)));
+void storeF16(double *row, int64_t width) {
+  for (int64_t c = 0; c < width; ++c)
+    row[c] = f16ToFloat(floatToF16(static_cast<float>(row[c])));
+}
+/// The i8 rule (docs/design.md §5, "Low-precision K/V") from the exact
+/// row: amax = max |x|, an f32 scale amax / 127, x * 127 / amax rounded to
+/// the nearest integer (ties to even) in [-127, 127], read back as
+/// q * scale.
+void storeI8(double *row, int64_t width) {
+  double amax = 0;
+  for (int64_t c = 0; c < width; ++c)
+    amax = std::max(amax, std::fabs(row[c]));
+  const float scale = static_cast<float>(amax) / 127.0f;
+  for (int64_t c = 0; c < width; ++c) {
+    const double q =
+        amax > 0
+            ? std::clamp(std::nearbyint(row[c] * 127.0 / amax), -127.0, 127.0)
+            : 0.0;
+    row[c] = q * static_cast<double>(scale);
+  }
 }
 } // namespace
 
@@ -538,6 +569,7 @@ ref::LayerArgs Problem::layerArgs() const {
     // New rows are rounded to the cache's type, as the kernel stores them.
     a.store = spec_.kvType() == KvType::BF16  ? storeBf16
               : spec_.kvType() == KvType::F16 ? storeF16
+              : spec_.kvType() == KvType::I8  ? storeI8
                                               : nullptr;
   }
   return a;
@@ -545,6 +577,14 @@ ref::LayerArgs Problem::layerArgs() const {
 
 std::vector<float> Problem::cacheValues(const std::string &name) const {
   const Tensor &t = inputs_.at(name);
+  if (!t.i8.empty()) { // each row times its scale
+    const std::vector<float> &scales = inputs_.at(name + "_scale").f32;
+    const size_t row = t.i8.size() / scales.size();
+    std::vector<float> out(t.i8.size());
+    for (size_t i = 0; i < out.size(); ++i)
+      out[i] = static_cast<float>(t.i8[i]) * scales[i / row];
+    return out;
+  }
   if (t.bits.empty())
     return t.f32;
   std::vector<float> out(t.bits.size());
@@ -561,17 +601,27 @@ Comparison Problem::checkCache() const {
   // Only the appended rows are needed: one output row keeps the
   // reference's attention short.
   const std::vector<int64_t> one{0};
-  std::vector<double> newK, newV;
+  // The new rows as stored, and before storage (the bound's rounding
+  // boundaries).
+  std::vector<double> newK, newV, exactK, exactV;
   ref::LayerArgs a = layerArgs();
   a.newK = &newK;
   a.newV = &newV;
   a.rows = &one;
   (void)ref::layer<double>(spec_, a);
-  const Tolerance tol = toleranceFor(spec_);
-  const std::pair<const char *, const std::vector<double> *> tensors[] = {
-      {"k", &newK}, {"v", &newV}};
+  a.store = nullptr;
+  a.newK = &exactK;
+  a.newV = &exactV;
+  (void)ref::layer<double>(spec_, a);
+  struct Rows {
+    const char *name;
+    const std::vector<double> *fresh, *exact;
+    int64_t width; // of one kv head's row
+  };
+  const Rows tensors[] = {{"k", &newK, &exactK, spec_.d_k},
+                          {"v", &newV, &exactV, spec_.d_v}};
   int64_t offset = 0; // the flat index of a failure across k then v
-  for (const auto &[name, fresh] : tensors) {
+  for (const auto &[name, fresh, exactRows, width] : tensors) {
     const std::vector<float> now = cacheValues(name);
     const std::vector<float> &was = cacheBefore_.at(name);
     const int64_t row =
@@ -584,17 +634,26 @@ Comparison Problem::checkCache() const {
           const float got = now[at];
           double want = was[at]; // rows outside the call's: untouched
           bool exact = true;
+          double bound = 0;
           if (t >= first && t < lens_[b]) {
-            want = (*fresh)[static_cast<size_t>(
-                ((b * size_.Tq) + (t - first)) * row + e)];
+            const size_t newAt =
+                static_cast<size_t>(((b * size_.Tq) + (t - first)) * row + e);
+            want = (*fresh)[newAt];
             exact = false;
+            // The largest |value| of this kv head's row before storage.
+            const size_t head = newAt - static_cast<size_t>(e % width);
+            double rowMax = 0;
+            for (int64_t c = 0; c < width; ++c)
+              rowMax = std::max(rowMax, std::fabs((*exactRows)[head + c]));
+            bound =
+                appendedCacheBound(spec_, want, (*exactRows)[newAt], rowMax);
           }
           const double err = std::fabs(static_cast<double>(got) - want);
           if (std::isnan(got) != std::isnan(want))
             c.sawNaN = true;
           const bool bad = exact ? !(got == static_cast<float>(want) ||
                                      (std::isnan(got) && std::isnan(want)))
-                                 : err > tol.atol + tol.rtol * std::fabs(want);
+                                 : err > bound;
           if (err > c.maxAbsErr || (bad && c.failures == 0)) {
             c.maxAbsErr = std::max(c.maxAbsErr, err);
             c.worstIndex = offset + static_cast<int64_t>(at);

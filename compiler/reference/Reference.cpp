@@ -336,10 +336,15 @@ std::vector<Acc> layer(const AttentionSpec &s, const LayerArgs &a) {
   // i*dk..(i+1)*dk-1 of Q, and K/V head g = i / (h/kv).
   // With a cache: the new rows as stored, after the cache's rows.
   if (cache) {
-    for (std::vector<Acc> *m : {&K, &V})
+    const std::pair<std::vector<Acc> *, int64_t> stored[] = {{&K, dk},
+                                                             {&V, dv}};
+    for (const auto &[m, width] : stored)
       if (a.store)
-        for (Acc &e : *m)
-          e = static_cast<Acc>(a.store(static_cast<double>(e)));
+        for (size_t at = 0; at < m->size(); at += width) {
+          std::vector<double> row(m->begin() + at, m->begin() + at + width);
+          a.store(row.data(), width);
+          std::copy(row.begin(), row.end(), m->begin() + at);
+        }
     if (a.newK)
       a.newK->assign(K.begin(), K.end());
     if (a.newV)

@@ -370,10 +370,6 @@ SpecField kvDtypeField() {
   };
   f.same = sameMember(&Spec::kv_dtype);
   f.rule = [](const Spec &s) -> std::string {
-    if (s.kv_dtype == KvType::I8 && s.cachedLayer())
-      return "the layer's cache holds K and V as f32, bf16 or f16: kv_dtype "
-             "= i8 (per-row scales the layer would have to write) needs op = "
-             "sdpa";
     if (s.kv_dtype && s.op != Op::Sdpa && !s.cachedLayer())
       return "a K/V storage type is for a cache: kv_dtype needs op = sdpa, or "
              "op = layer with kv_cache = contiguous (without a cache the layer "

@@ -58,6 +58,8 @@ public:
   }
   /// Appended to "<name> is NULL" when a kernel needs it.
   TensorRow &ifMissing(const char *hint) { return set(m_.missingHint, hint); }
+  /// Rows of a K/V cache, which a cached layer appends to.
+  TensorRow &cacheRows() { return set(m_.cacheRows, true); }
   operator TensorModel() const { return m_; }
 
 private:
@@ -107,13 +109,15 @@ std::vector<TensorModel> buildTable() {
           .elem(Elem::KvData)
           .sequence(S::TokensKv, {{{S::KvHeads}}, {{S::Dk}}})
           .tokenStride(MHAGEN_ABI_STRIDE(k_token_stride))
-          .batchStride(MHAGEN_ABI_STRIDE(k_batch_stride)),
+          .batchStride(MHAGEN_ABI_STRIDE(k_batch_stride))
+          .cacheRows(),
       TensorRow(MHAGEN_ABI_PTR(v), "values")
           .when(Presence::ContiguousKv)
           .elem(Elem::KvData)
           .sequence(S::TokensKv, {{{S::KvHeads}}, {{S::Dv}}})
           .tokenStride(MHAGEN_ABI_STRIDE(v_token_stride))
-          .batchStride(MHAGEN_ABI_STRIDE(v_batch_stride)),
+          .batchStride(MHAGEN_ABI_STRIDE(v_batch_stride))
+          .cacheRows(),
       // kv_dtype = i8: K[b, t, g, :] = k_scale[b, t, g] * int8 row.
       TensorRow(MHAGEN_ABI_PTR(k_scale), "int8 key row scales")
           .when(Presence::KvScales)
@@ -122,6 +126,7 @@ std::vector<TensorModel> buildTable() {
           .sequence(S::TokensKv, {{{S::KvHeads}}})
           .tokenStride(MHAGEN_ABI_STRIDE(k_scale_token_stride))
           .batchStride(MHAGEN_ABI_STRIDE(k_scale_batch_stride))
+          .cacheRows()
           .ifGivenButAbsent("k_scale given but this kernel's kv_dtype is not "
                             "i8")
           .ifMissing(" but kv_dtype = i8: pass one f32 scale per (batch, "
@@ -133,6 +138,7 @@ std::vector<TensorModel> buildTable() {
           .sequence(S::TokensKv, {{{S::KvHeads}}})
           .tokenStride(MHAGEN_ABI_STRIDE(v_scale_token_stride))
           .batchStride(MHAGEN_ABI_STRIDE(v_scale_batch_stride))
+          .cacheRows()
           .ifGivenButAbsent("v_scale given but this kernel's kv_dtype is not "
                             "i8")
           .ifMissing(" but kv_dtype = i8: pass one f32 scale per (batch, "
@@ -408,7 +414,7 @@ bool isPresent(const TensorModel &t, const AbiShape &s) {
     return s.padding || s.layerCache ||
            (!s.layer && (s.kvBlock > 0 || s.ragged));
   case Presence::KvScales:
-    return !s.layer && s.kvBlock == 0 && s.kv == Scalar::I8;
+    return (s.layer ? s.layerCache : s.kvBlock == 0) && s.kv == Scalar::I8;
   case Presence::Sinks:
     return s.sinks;
   case Presence::AlibiSlopes:
@@ -618,7 +624,7 @@ std::string docTable() {
                                "layer",
                                "layer, bias",
                                "padding/paged/ragged/layer cache",
-                               "kv_dtype i8",
+                               "contiguous, kv_dtype i8",
                                "sinks learned",
                                "alibi runtime",
                                "lse",

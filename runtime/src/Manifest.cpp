@@ -325,9 +325,6 @@ bool KernelManifest::fromJson(const std::string &text, KernelManifest &m,
       !m.spec.layer_cache)
     return fail("spec.kv_dtype differs from spec.dtype but op is not sdpa "
                 "and there is no layer cache");
-  if (m.spec.kv_dtype == "i8" && m.spec.layer_cache)
-    return fail("spec.kv_dtype = i8 in a layer cache (the layer writes no "
-                "scales)");
   if (m.spec.kv_block > 0 && m.spec.op != "sdpa")
     return fail("spec.kv_block (a paged K/V cache) needs op = sdpa");
   if (m.spec.ragged && (m.spec.op != "sdpa" || m.spec.T > 0))

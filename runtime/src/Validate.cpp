@@ -323,6 +323,7 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   struct Range {
     const char *name;
     uintptr_t begin, end;
+    bool cacheRows; ///< a cache the layer writes (abi::TensorModel)
   };
   std::vector<Range> inputs, outputs;
   auto checkData = [&](const abi::TensorModel &t, uintptr_t &b, uintptr_t &e) {
@@ -376,7 +377,7 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
     uintptr_t b = 0, e = 0;
     if ((rc = checkData(*t, b, e)) != MHAGEN_OK)
       return rc;
-    inputs.push_back({t->name, b, e});
+    inputs.push_back({t->name, b, e, t->cacheRows});
     // Values the kernel relies on (host memory; a device pointer is not
     // read here).
     const bool positive = t->content == abi::Content::PositiveFinite;
@@ -397,7 +398,7 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
   // tensor.
   if (shape.layerCache)
     for (const Range &c : inputs)
-      if (std::string(c.name) == "k" || std::string(c.name) == "v")
+      if (c.cacheRows)
         for (const Range &r : inputs)
           if (&r != &c && c.begin < r.end && r.begin < c.end)
             return fail(MHAGEN_ERR_INVALID_ARGUMENT,
@@ -421,7 +422,7 @@ int validateCall(const KernelManifest &m, const mhagen_call_args *a) {
         return fail(MHAGEN_ERR_INVALID_ARGUMENT,
                     std::string(t->name) + " overlaps output " + r.name +
                         "; the outputs must not alias each other");
-    outputs.push_back({t->name, b, e});
+    outputs.push_back({t->name, b, e, false});
   }
   for (const abi::TensorModel &m : table) {
     const abi::TensorModel *t = &m;

@@ -538,6 +538,42 @@ TEST_F(Validation, LayerCache) {
   c.t_kv = 0;
   expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT, "t_kv must be >= 1");
 }
+// An int8 layer cache: the rows' scales are part of the cache, required
+// and written, so they may alias no other tensor either.
+TEST_F(Validation, LayerCacheInt8Scales) {
+  KernelManifest m = fakeManifest("valkvc8", "valkvc8_avx2", "avx2", kAvx2);
+  m.spec.op = "layer";
+  m.spec.layer_cache = true;
+  m.spec.kv_dtype = "i8";
+  static FakeKernel layer(m);
+  LayerBuffers buffers(2, 3);
+  const int64_t capacity = 10, heads = 2, row = 16; // kv 2 x dk 8
+  std::vector<int8_t> k(2 * capacity * row), v(2 * capacity * row);
+  std::vector<float> pool(buffers.x.size() + 2 * 2 * capacity * heads);
+  float *kScale = pool.data() + buffers.x.size();
+  float *vScale = kScale + 2 * capacity * heads;
+  std::vector<int32_t> lens = {3, 10};
+  mhagen_call_args a = buffers.args;
+  a.t_kv = capacity;
+  a.k = k.data();
+  a.v = v.data();
+  a.k_scale = kScale;
+  a.v_scale = vScale;
+  a.kv_lens = lens.data();
+  ASSERT_EQ(call(&layer, &a), MHAGEN_OK) << mhagen_last_error();
+  mhagen_call_args c = a;
+  c.v_scale = nullptr;
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "v_scale is NULL but kv_dtype = i8");
+  c = a;
+  c.v_scale = kScale + heads; // one token into k_scale
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k_scale (the cache the layer appends to) overlaps v_scale");
+  c = a;
+  c.x = kScale - buffers.x.size() + 1; // x's last element is k_scale's first
+  expectError(&layer, &c, MHAGEN_ERR_INVALID_ARGUMENT,
+              "k_scale (the cache the layer appends to) overlaps x");
+}
 TEST_F(Validation, BiasPointersWithoutBias) {
   KernelManifest m = fakeManifest("valnob", "valnob_avx2", "avx2", kAvx2);
   m.spec.op = "layer";

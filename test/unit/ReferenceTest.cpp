@@ -2,6 +2,7 @@
 // own tests are worked by hand.
 #include "mhagen/reference/Reference.h"
 #include "mhagen/reference/Numerics.h"
+#include "mhagen/reference/Tolerance.h"
 #include "mhagen/spec/ScoreModifiers.h"
 #include "mhagen/spec/SpecParser.h"
 
@@ -358,4 +359,52 @@ TEST(Reference, StandardAlibiSlopes) {
   EXPECT_DOUBLE_EQ(s12[7], std::exp2(-8.0));
   EXPECT_DOUBLE_EQ(s12[8], std::exp2(-0.5));
   EXPECT_DOUBLE_EQ(s12[11], std::exp2(-3.5));
+}
+
+// The bound on the int8 rows a cached layer appends admits the kernel's
+// own rounding (its f32 row a hair from the f64 one, which flips an
+// integer only at a rounding boundary) and nothing wider: a truncating
+// quantiser and one scaled by 1/128 instead of 1/127 both exceed it.
+TEST(Tolerance, AppendedInt8RowsAdmitRoundingOnly) {
+  const AttentionSpec s = spec("d = 256; h = 4; kv = 2; kv_cache = "
+                               "contiguous; kv_dtype = i8");
+  const int64_t width = 64, rows = 200;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-2.0, 2.0), hair(-1e-6, 1e-6);
+  // x stored as q * scale, q = round(x * top / max) (or truncated).
+  auto store = [](const std::vector<double> &x, double top, bool truncate) {
+    double amax = 0;
+    for (double e : x)
+      amax = std::max(amax, std::fabs(e));
+    const float scale = static_cast<float>(amax) / static_cast<float>(top);
+    std::vector<double> out(x.size());
+    for (size_t c = 0; c < x.size(); ++c) {
+      const double level = x[c] * top / amax;
+      out[c] = (truncate ? std::trunc(level) : std::nearbyint(level)) * scale;
+    }
+    return out;
+  };
+  int64_t roundingBeyond = 0, truncatingBeyond = 0, rescaledBeyond = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<double> exact(width), kernel(width);
+    double rowMax = 0;
+    for (int64_t c = 0; c < width; ++c) {
+      exact[c] = u(rng);
+      rowMax = std::max(rowMax, std::fabs(exact[c]));
+      kernel[c] = exact[c] * (1 + hair(rng));
+    }
+    const std::vector<double> want = store(exact, 127, false);
+    const std::vector<double> rounded = store(kernel, 127, false);
+    const std::vector<double> truncated = store(kernel, 127, true);
+    const std::vector<double> rescaled = store(kernel, 128, false);
+    for (int64_t c = 0; c < width; ++c) {
+      const double bound = appendedCacheBound(s, want[c], exact[c], rowMax);
+      roundingBeyond += std::fabs(rounded[c] - want[c]) > bound;
+      truncatingBeyond += std::fabs(truncated[c] - want[c]) > bound;
+      rescaledBeyond += std::fabs(rescaled[c] - want[c]) > bound;
+    }
+  }
+  EXPECT_EQ(roundingBeyond, 0);
+  EXPECT_GT(truncatingBeyond, rows * width / 4);
+  EXPECT_GT(rescaledBeyond, rows * width / 4);
 }

@@ -363,18 +363,17 @@ TEST(SpecErrors, LayerCacheRules) {
   struct Case {
     const char *extra, *field, *rule;
   };
-  for (Case c :
-       {Case{"backend = mlir", "kv_cache", "needs backend = halide"},
-        Case{"target = cuda_sm90", "kv_cache", "CPU targets only"},
-        Case{"Tkv = 512", "kv_cache", "drop the static Tkv"},
-        Case{"kv_dtype = i8", "kv_dtype", "per-row scales the layer"}}) {
+  for (Case c : {Case{"backend = mlir", "kv_cache", "needs backend = halide"},
+                 Case{"target = cuda_sm90", "kv_cache", "CPU targets only"},
+                 Case{"Tkv = 512", "kv_cache", "drop the static Tkv"}}) {
     SpecDiagnostic d = firstError(std::string("spec a { d = 64; h = 4; ") +
                                   c.extra + "; kv_cache = contiguous }");
     EXPECT_EQ(d.field, c.field) << c.extra;
     EXPECT_NE(d.rule.find(c.rule), std::string::npos) << d.rule;
   }
-  // A cache stored as another float type than the dtype is a layer's too.
-  for (const char *kv : {"bf16", "f16"}) {
+  // A cache stored as another type than the dtype is a layer's too (i8
+  // with the row scales the layer writes).
+  for (const char *kv : {"bf16", "f16", "i8"}) {
     const AttentionSpec s = one(std::string("spec a { d = 64; h = 4; "
                                             "kv_cache = contiguous; "
                                             "kv_dtype = ") +

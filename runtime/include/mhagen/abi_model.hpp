@@ -103,7 +103,7 @@ enum class Presence {
   Layer,            ///< op = layer
   LayerBias,        ///< op = layer with bias = true
   Padding,          ///< a padding term in the mask, or keys per sequence
-  KvScales,         ///< op = sdpa with kv_dtype = i8 (contiguous cache)
+  KvScales,         ///< a contiguous cache (sdpa's or a layer's) in i8
   Sinks,            ///< any op with sinks = learned
   AlibiSlopes,      ///< any op with alibi = runtime
   Lse,              ///< any op with lse = true, not ragged
@@ -172,6 +172,9 @@ struct TensorModel {
   /// "<name> is NULL").
   const char *givenButAbsent = nullptr;
   const char *missingHint = "";
+  /// Part of a K/V cache: a layer with kv_cache = contiguous writes its
+  /// new tokens' rows into it, so it must alias no other tensor.
+  bool cacheRows = false;
 
   // Accessors into mhagen_call_args (the member named above).
   const void *(*pointer)(const mhagen_call_args &) = nullptr;

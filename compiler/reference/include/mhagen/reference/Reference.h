@@ -113,9 +113,10 @@ struct LayerArgs {
   /// the call's (docs/design.md §5, "The layer's KV cache").
   const float *kCache = nullptr, *vCache = nullptr;
   int64_t Tkv = 0;
-  /// The cache's rounding of a new K/V value to its storage type (null:
-  /// kept as computed); the attention reads the new rows as stored.
-  double (*store)(double) = nullptr;
+  /// The cache's storage of one new K/V row (one token's kv head, `width`
+  /// values, rounded in place to what the cache holds; null: kept as
+  /// computed); the attention reads the new rows as stored.
+  void (*store)(double *row, int64_t width) = nullptr;
   /// Also the rows the call appends, as stored: [B, T, kv, dk] and
   /// [B, T, kv, dv].
   std::vector<double> *newK = nullptr, *newV = nullptr;

@@ -94,6 +94,39 @@ inline Tolerance toleranceFor(const AttentionSpec &s) {
   return tol;
 }
 
+/// How far an element of a K/V row a cached layer appends may be from the
+/// reference's, both as stored: `stored` the reference's element as the
+/// cache holds it, `exact` the same before storage and `rowMax` the
+/// largest |exact| of its kv head's row. The kernel's f32 element is within
+/// the layer's own tolerance of the f64 one, and storing can then land one
+/// storage step from where the reference's lands, but only if the two
+/// straddle a rounding boundary:
+///   - a float cache: one ulp, at most 4e relative (kvRoundingError);
+///   - int8: x * 127 / rowMax must lie within what the kernel's error in x
+///     and in rowMax moves it of a half-integer for the integer to differ
+///     (by one: the row's scale, rowMax / 127), and the scale itself moves
+///     with rowMax's error (so a truncating or mis-scaled quantiser
+///     fails).
+inline double appendedCacheBound(const AttentionSpec &s, double stored,
+                                 double exact, double rowMax) {
+  const Tolerance tol = toleranceFor(s.dtype, s.op);
+  const double e = kvRoundingError(s.kvType());
+  if (!s.kvQuantized()) {
+    const double ulp = e > kvRoundingError(kvTypeOf(s.dtype)) ? 4 * e : 0;
+    return tol.atol + (tol.rtol + ulp) * std::fabs(stored);
+  }
+  const double maxErr = tol.atol + tol.rtol * rowMax;
+  if (rowMax <= maxErr) // a row of (near) zeros: any integers, a tiny scale
+    return 2 * maxErr;
+  const double x = std::fabs(exact);
+  const double level = x * 127 / rowMax;
+  const double moves =
+      127 * (tol.atol + tol.rtol * x + x * maxErr / rowMax) / rowMax;
+  const double toHalf = std::fabs(level - std::floor(level) - 0.5);
+  const double flip = toHalf <= moves ? rowMax / 127 : 0;
+  return flip + maxErr + 1e-6 * rowMax;
+}
+
 /// ALiBi at call sizes: a biased score slope * (j - p(i)) reaches
 /// maxSlope * (T_q + T_kv) in magnitude (keys far behind the query, e.g.
 /// when padding hides the near ones), and an f32 score of that size is
@@ -144,7 +177,7 @@ inline Tolerance logitScaledTolerance(DType t, Op op, double logit,
 /// give 2.7e. Hence atol + 4e on top of the dtype's own tolerance. Measured
 /// maximum on the numeric group "kv_storage" (T_kv up to 4096, GQA, all masks):
 /// docs/design.md §5.
-inline Tolerance kvStorageTolerance(DType dtype, KvType kv, Op op = Op::Sdpa) {
+inline Tolerance kvStorageTolerance(DType dtype, KvType kv, Op op) {
   Tolerance tol = toleranceFor(dtype, op);
   tol.atol += 4 * kvRoundingError(kv);
   return tol;
