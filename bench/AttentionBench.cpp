@@ -720,8 +720,8 @@ int main(int argc, char **argv) {
   // The layer as a decoder step through its cache: S4's one token after
   // 4095 cached ones, and 16 sequences of one query each with lengths
   // drawn from [512, 4096]; f32 weights over a bf16 cache read half the
-  // K/V bytes of f32's.
-  for (const char *dtype : {"f32", "bf16", "f32_kvbf16"})
+  // K/V bytes of f32's, over an i8 cache a quarter (and the scales).
+  for (const char *dtype : {"f32", "bf16", "f32_kvbf16", "f32_kvi8"})
     for (int t : {1, 2}) {
       const std::string kernel = std::string("bench_layer_decode_") + dtype,
                         suffix = "/mhagen/threads:" + std::to_string(t);
