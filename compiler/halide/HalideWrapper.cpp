@@ -25,17 +25,18 @@ struct CacheAppend {
   std::vector<std::string> scratch; ///< the malloc'd buffers
 };
 
-/// One scratch output of `width` elements per (token, kv head), and its
-/// copy into the cache tensor `dest` (with its token and batch strides)
-/// after the pipeline.
+/// One scratch output, [B, TQ, kv, width] (rows) or [B, TQ, kv] (scales,
+/// width 1), and its copy into the cache tensor `dest` (with its token and
+/// batch strides) after the pipeline.
+enum class Scratch { Rows, Scales };
 void appendRows(CacheAppend &c, const std::string &scratch,
                 const std::string &dest, int64_t kv, int64_t width, int bytes,
-                const char *typeCode) {
+                const char *typeCode, Scratch kind) {
   const std::string elem = std::to_string(bytes), K = std::to_string(kv);
   const std::string w = std::to_string(width);
   const std::string row = "(int64_t)" + K + " * " + w;
   const std::string mem = "mh_" + scratch, buf = "buf_" + scratch;
-  const bool rowsHaveWidth = width > 1; // else [B, TQ, kv]: 3 dims
+  const bool rowsHaveWidth = kind == Scratch::Rows;
   const std::string rank = rowsHaveWidth ? "4" : "3";
   c.setup += "  void *" + mem + " = malloc((size_t)(B * TQ * " + row + " * " +
              elem + "));\n";
@@ -79,11 +80,11 @@ CacheAppend cacheAppend(const AttentionSpec &s) {
   c.setup = "  /* The call's new K/V rows, appended to the cache after the "
             "pipeline. */\n";
   c.teardown = "  if (rc == 0) {\n";
-  appendRows(c, "k_new", "k", s.n_kv, s.d_k, bytes, typeCode);
-  appendRows(c, "v_new", "v", s.n_kv, s.d_v, bytes, typeCode);
+  appendRows(c, "k_new", "k", s.n_kv, s.d_k, bytes, typeCode, Scratch::Rows);
+  appendRows(c, "v_new", "v", s.n_kv, s.d_v, bytes, typeCode, Scratch::Rows);
   if (s.kvQuantized()) {
-    appendRows(c, "k_new_scale", "k_scale", s.n_kv, 1, 4, "2");
-    appendRows(c, "v_new_scale", "v_scale", s.n_kv, 1, 4, "2");
+    appendRows(c, "k_new_scale", "k_scale", s.n_kv, 1, 4, "2", Scratch::Scales);
+    appendRows(c, "v_new_scale", "v_scale", s.n_kv, 1, 4, "2", Scratch::Scales);
   }
   std::string anyMissing, freeAll;
   for (const std::string &mem : c.scratch) {
