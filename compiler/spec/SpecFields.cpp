@@ -340,12 +340,12 @@ SpecField kvDtypeField() {
   f.defaultText = "the `dtype`";
   f.meaning = "how K and V are stored (a KV cache); `i8` takes one f32 scale "
               "per (batch, token, kv head) row (`k_scale`, `v_scale`); `op = "
-              "sdpa`, CPU targets, both backends; a layer's cache "
-              "(`kv_cache = contiguous`) takes `f32`, `bf16` or `f16`";
+              "sdpa`, CPU targets, both backends, or a layer's cache "
+              "(`kv_cache = contiguous`), which writes each new row's scale";
   f.flag = "--kv-dtype";
   f.flagForm = FlagForm::Value;
   f.flagHelp = "K/V storage: f32 | bf16 | f16 | i8 (default: dtype; i8 takes "
-               "per-token scales; op = sdpa, or a layer's cache: not i8)";
+               "per-token scales; op = sdpa, or a layer's cache)";
   f.parse = fromText([](const std::string &v, Spec &s) -> std::string {
     KvType t = KvType::F32;
     if (!spelled(kKvTypeNames, v, t))
