@@ -624,7 +624,7 @@ std::string docTable() {
                                "layer",
                                "layer, bias",
                                "padding/paged/ragged/layer cache",
-                               "contiguous, kv_dtype i8",
+                               "kv_dtype i8",
                                "sinks learned",
                                "alibi runtime",
                                "lse",

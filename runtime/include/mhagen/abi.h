@@ -9,31 +9,35 @@
  *   q        [B, Tq, h, dk]    queries (uniform, strided)
  *   q        [Nq, h, dk]       packed queries (ragged, strided)
  *   k        [B, Tkv, kv, dk]  keys (sdpa or layer cache, contiguous, strided)
- *   v        [B, Tkv, kv, dv]  values (sdpa or layer cache, contiguous,
- * strided) k_scale  [B, Tkv, kv]      int8 key row scales (contiguous, kv_dtype
- * i8, strided) v_scale  [B, Tkv, kv]      int8 value row scales (contiguous,
- * kv_dtype i8, strided) k        [NB, BLOCK, kv, dk] keys in blocks (paged) v
- * [NB, BLOCK, kv, dv] values in blocks (paged) k_scale  [NB, BLOCK, kv]   int8
- * key scales (paged, kv_dtype i8) v_scale  [NB, BLOCK, kv]   int8 value scales
- * (paged, kv_dtype i8) x        [B, Tq, d]        input tokens (layer) w_q [d,
- * h*dk]         query projection (layer) w_k      [d, kv*dk]        key
- * projection (layer) w_v      [d, kv*dv]        value projection (layer) w_o
- * [h*dv, d]         output projection (layer) b_q      [h*dk]            query
- * bias (layer, bias) b_k      [kv*dk]           key bias (layer, bias) b_v
- * [kv*dv]           value bias (layer, bias) b_o      [d]               output
- * bias (layer, bias) q_norm   [dk]              query norm weight (layer,
- * qk_norm head) k_norm   [dk]              key norm weight (layer, qk_norm
- * head) q_norm   [h*dk]            query norm weight (layer, qk_norm
- * projection) k_norm   [kv*dk]           key norm weight (layer, qk_norm
- * projection) kv_lens  [B]               int32 keys per batch
- * (padding/paged/ragged/layer cache) positions [B, Tq]          int32 position
- * of each token (layer, positions runtime) block_table [B, ceil(Tkv/BLOCK)]
- * int32 block indices (paged) q_offsets [B+1]            int32 cumulative query
- * offsets (ragged) sinks    [h]               learned sink logit per head
- * (sinks learned) alibi_slopes [h]           ALiBi slope per head (alibi
- * runtime) scale    [1]               score scale, finite and > 0 (scale
- * runtime) out      [B, Tq, h, dv]    attention output (uniform, output,
- * strided) out      [Nq, h, dv]       packed output (ragged, output, strided)
+ *   v        [B, Tkv, kv, dv]  values (sdpa or layer cache, contiguous, strided)
+ *   k_scale  [B, Tkv, kv]      int8 key row scales (kv_dtype i8, strided)
+ *   v_scale  [B, Tkv, kv]      int8 value row scales (kv_dtype i8, strided)
+ *   k        [NB, BLOCK, kv, dk] keys in blocks (paged)
+ *   v        [NB, BLOCK, kv, dv] values in blocks (paged)
+ *   k_scale  [NB, BLOCK, kv]   int8 key scales (paged, kv_dtype i8)
+ *   v_scale  [NB, BLOCK, kv]   int8 value scales (paged, kv_dtype i8)
+ *   x        [B, Tq, d]        input tokens (layer)
+ *   w_q      [d, h*dk]         query projection (layer)
+ *   w_k      [d, kv*dk]        key projection (layer)
+ *   w_v      [d, kv*dv]        value projection (layer)
+ *   w_o      [h*dv, d]         output projection (layer)
+ *   b_q      [h*dk]            query bias (layer, bias)
+ *   b_k      [kv*dk]           key bias (layer, bias)
+ *   b_v      [kv*dv]           value bias (layer, bias)
+ *   b_o      [d]               output bias (layer, bias)
+ *   q_norm   [dk]              query norm weight (layer, qk_norm head)
+ *   k_norm   [dk]              key norm weight (layer, qk_norm head)
+ *   q_norm   [h*dk]            query norm weight (layer, qk_norm projection)
+ *   k_norm   [kv*dk]           key norm weight (layer, qk_norm projection)
+ *   kv_lens  [B]               int32 keys per batch (padding/paged/ragged/layer cache)
+ *   positions [B, Tq]          int32 position of each token (layer, positions runtime)
+ *   block_table [B, ceil(Tkv/BLOCK)] int32 block indices (paged)
+ *   q_offsets [B+1]            int32 cumulative query offsets (ragged)
+ *   sinks    [h]               learned sink logit per head (sinks learned)
+ *   alibi_slopes [h]           ALiBi slope per head (alibi runtime)
+ *   scale    [1]               score scale, finite and > 0 (scale runtime)
+ *   out      [B, Tq, h, dv]    attention output (uniform, output, strided)
+ *   out      [Nq, h, dv]       packed output (ragged, output, strided)
  *   out      [B, Tq, d]        layer output (layer, output, strided)
  *   lse      [B, Tq, h]        log-sum-exp of each row (lse, output)
  *   lse      [Nq, h]           packed log-sum-exp per row (ragged, lse, output)
